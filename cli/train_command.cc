@@ -120,6 +120,8 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
       {"all_reduce", AllReduceAlgorithmName(config.cluster.all_reduce)},
       {"convention", ConventionName(config.cluster.convention)},
       {"loss_denominator", LossDenominatorName(config.cluster.denominator)},
+      {"math", MathModeName(config.cluster.math)},
+      {"regularization_split", RegularizationSplitName(config.cluster.split())},
       {"input", report.input_description},
       {"simulated_seconds", report.simulated_seconds},
       {"simulated_collective_seconds", report.simulated_collective_seconds},
@@ -146,6 +148,15 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
                               {"max_bound_fraction", c.max_bound_fraction},
                               {"within_bound", c.within_bound},
                               {"per_example_values_identical", c.per_example_values_identical}};
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& v : c.per_step) {
+      nlohmann::json step = {{"step", v.step}, {"max_ulp", v.max_ulp}};
+      step[c.exact ? "bitwise_equal" : "within_bound"] = v.passed;
+      steps.push_back(std::move(step));
+    }
+    out["reference_check"]["per_step"] = std::move(steps);
+    out["reference_check"]["math"] = c.exact ? "exact" : "fast";
+    if (c.exact) out["reference_check"]["bitwise_equal"] = c.within_bound;
     if (c.first_failed_step >= 0) {
       out["reference_check"]["first_failed_step"] = c.first_failed_step;
       out["reference_check"]["first_failure"] = c.first_failure;
@@ -166,7 +177,8 @@ std::string ModelList() {
 int TrainCommand(const std::vector<std::string>& args) {
   TrainConfig config;
   std::string schedule, strategy = "one_device", all_reduce = "ring", convention = "tf", denominator = "global",
-                        rebatch = "v2", auto_shard = "auto", topology = "fully_connected";
+                        rebatch = "v2", auto_shard = "auto", topology = "fully_connected", math = "fast",
+                        regularization_split;
   double link_latency_us = 5.0, link_gbps = 25.0, device_gflops = 100.0;
   int threads = 0;
   po::options_description options("Options");
@@ -207,6 +219,11 @@ int TrainCommand(const std::vector<std::string>& args) {
       ("loss-denominator", po::value(&denominator)->default_value(denominator),
        "global (global_batch_size), default (local batch x replicas) or per-replica (reduce_mean: the pitfall)")
       ("check-reference", "compare every step with one device on the global batch (exit 1 if a step fails)")
+      ("math", po::value(&math)->default_value(math),
+       "fast (checked against an error bound) or exact (bitwise equal to one device for any replica count)")
+      ("regularization-split", po::value(&regularization_split),
+       "tf (every replica adds 1/N of it) or exact (replica 0 adds all of it); default: exact with --math "
+       "exact, else tf")
       ("rebatch", po::value(&rebatch)->default_value(rebatch), "how a global batch is split: v2 or legacy")
       ("auto-shard", po::value(&auto_shard)->default_value(auto_shard), "multi-worker sharding: off, auto, file, data, hint")
       ("drop-remainder", "drop the last short global batch of each epoch")
@@ -253,6 +270,14 @@ int TrainCommand(const std::vector<std::string>& args) {
     if (!parsed_denominator.ok()) return ReportError("train", parsed_denominator.status());
     config.cluster.denominator = *parsed_denominator;
     config.cluster.check_reference = values.count("check-reference") > 0;
+    auto parsed_math = ParseMathMode(math);
+    if (!parsed_math.ok()) return ReportError("train", parsed_math.status());
+    config.cluster.math = *parsed_math;
+    if (!regularization_split.empty()) {
+      auto parsed_split = ParseRegularizationSplit(regularization_split);
+      if (!parsed_split.ok()) return ReportError("train", parsed_split.status());
+      config.cluster.regularization_split = *parsed_split;
+    }
     auto parsed_rebatch = ParseRebatchRule(rebatch);
     if (!parsed_rebatch.ok()) return ReportError("train", parsed_rebatch.status());
     config.rebatch = *parsed_rebatch;
@@ -298,7 +323,16 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
   if (report->reference_check) {
     const ReferenceCheckSummary& c = *report->reference_check;
-    if (c.within_bound)
+    if (c.exact && c.within_bound)
+      std::fprintf(human, "Reference check (exact): PASS, %lld of %lld steps bitwise equal to one device\n",
+                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.steps_checked));
+    else if (c.exact)
+      std::fprintf(human, "Reference check (exact): FAIL, %lld of %lld steps not bitwise equal (max %lld ULP); "
+                   "first at step %lld: %s\n",
+                   static_cast<long long>(c.steps_failed), static_cast<long long>(c.steps_checked),
+                   static_cast<long long>(c.max_ulp), static_cast<long long>(c.first_failed_step),
+                   c.first_failure.c_str());
+    else if (c.within_bound)
       std::fprintf(human, "Reference check: PASS, %lld of %lld steps within the floating-point bound "
                    "(max %lld ULP, %.2g of the bound)\n",
                    static_cast<long long>(c.steps_checked), static_cast<long long>(c.steps_checked),

@@ -1,8 +1,56 @@
 #include "core/conv2d.h"
 
 #include <cstring>
+#include <type_traits>
+
+#include "core/ordered_gemm.h"
 
 namespace dtlab {
+namespace {
+
+// im2col: row (b, oh, ow) of `patches` holds x[b, oh+kh, ow+kw, c] for (kh, kw, c) in order.
+template <typename T>
+void Im2Col(const Tensor<T>& x, std::int64_t kernel_height, std::int64_t kernel_width, Tensor<T>& patches) {
+  const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2), channels = x.dim(3);
+  const std::int64_t out_h = height - kernel_height + 1, out_w = width - kernel_width + 1;
+  const std::int64_t patch = kernel_height * kernel_width * channels;
+  const std::int64_t segment = kernel_width * channels;  // contiguous in NHWC
+  patches.Resize({batch * out_h * out_w, patch});
+  T* out = patches.data();
+  const T* in = x.data();
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t oh = 0; oh < out_h; ++oh)
+      for (std::int64_t ow = 0; ow < out_w; ++ow) {
+        T* row = out + ((b * out_h + oh) * out_w + ow) * patch;
+        for (std::int64_t kh = 0; kh < kernel_height; ++kh)
+          std::memcpy(row + kh * segment, in + ((b * height + oh + kh) * width + ow) * channels,
+                      sizeof(T) * static_cast<std::size_t>(segment));
+      }
+}
+
+// col2im: dx = the sum of every patch row's gradient scattered back to its input
+// positions, in a fixed order (row by row, then kh, then kw and c).
+template <typename T>
+void Col2Im(const T* grad_patches, std::int64_t kernel_height, std::int64_t kernel_width, std::int64_t out_h,
+            std::int64_t out_w, Tensor<T>& dx) {
+  const std::int64_t batch = dx.dim(0), height = dx.dim(1), width = dx.dim(2), channels = dx.dim(3);
+  const std::int64_t patch = kernel_height * kernel_width * channels;
+  const std::int64_t segment = kernel_width * channels;
+  dx.SetZero();
+  T* grad_in = dx.data();
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t oh = 0; oh < out_h; ++oh)
+      for (std::int64_t ow = 0; ow < out_w; ++ow) {
+        const T* row = grad_patches + ((b * out_h + oh) * out_w + ow) * patch;
+        for (std::int64_t kh = 0; kh < kernel_height; ++kh) {
+          T* dst = grad_in + ((b * height + oh + kh) * width + ow) * channels;
+          const T* src = row + kh * segment;
+          for (std::int64_t i = 0; i < segment; ++i) dst[i] += src[i];
+        }
+      }
+}
+
+}  // namespace
 
 template <typename T>
 void ApplyReluGradient(const Tensor<T>& y, Tensor<T>& dy) {
@@ -41,24 +89,12 @@ std::vector<ParameterSpec> Conv2D<T>::Parameters(const Shape& in) const {
 template <typename T>
 void Conv2D<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
                         LayerCache<T>& cache) const {
-  const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2), channels = x.dim(3);
+  const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2);
   const std::int64_t out_h = height - kernel_height_ + 1, out_w = width - kernel_width_ + 1;
   const std::int64_t rows = batch * out_h * out_w;
-  const std::int64_t patch = kernel_height_ * kernel_width_ * channels;
-  const std::int64_t segment = kernel_width_ * channels;  // contiguous in NHWC
-
-  // im2col: row (b, oh, ow) holds x[b, oh+kh, ow+kw, c] for (kh, kw, c) in order.
-  cache.buffer.Resize({rows, patch});
-  T* patches = cache.buffer.data();
-  const T* in = x.data();
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t oh = 0; oh < out_h; ++oh)
-      for (std::int64_t ow = 0; ow < out_w; ++ow) {
-        T* row = patches + ((b * out_h + oh) * out_w + ow) * patch;
-        for (std::int64_t kh = 0; kh < kernel_height_; ++kh)
-          std::memcpy(row + kh * segment, in + ((b * height + oh + kh) * width + ow) * channels,
-                      sizeof(T) * static_cast<std::size_t>(segment));
-      }
+  const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
+  Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
+  const T* patches = cache.buffer.data();
 
   y.Resize({batch, out_h, out_w, filters_});
   ConstMatrixMap<T> p(patches, rows, patch);
@@ -74,11 +110,9 @@ template <typename T>
 void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
                          Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
                          LayerCache<T>& cache, std::span<Tensor<T>* const> magnitudes) const {
-  const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2), channels = x.dim(3);
-  const std::int64_t out_h = y.dim(1), out_w = y.dim(2);
+  const std::int64_t batch = x.dim(0), out_h = y.dim(1), out_w = y.dim(2);
   const std::int64_t rows = batch * out_h * out_w;
-  const std::int64_t patch = kernel_height_ * kernel_width_ * channels;
-  const std::int64_t segment = kernel_width_ * channels;
+  const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
 
   ConstMatrixMap<T> dz(dy.data(), rows, filters_);
@@ -98,19 +132,70 @@ void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<
   MatrixMap<T> dpatches(cache.buffer.data(), rows, patch);  // the patches are no longer needed
   dpatches.noalias() = dz * kernel.transpose();
   dx->Resize(x.shape());
-  dx->SetZero();
-  T* grad_in = dx->data();
-  const T* grad_patches = cache.buffer.data();
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t oh = 0; oh < out_h; ++oh)
-      for (std::int64_t ow = 0; ow < out_w; ++ow) {
-        const T* row = grad_patches + ((b * out_h + oh) * out_w + ow) * patch;
-        for (std::int64_t kh = 0; kh < kernel_height_; ++kh) {
-          T* dst = grad_in + ((b * height + oh + kh) * width + ow) * channels;
-          const T* src = row + kh * segment;
-          for (std::int64_t i = 0; i < segment; ++i) dst[i] += src[i];
-        }
+  Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
+}
+
+template <typename T>
+void Conv2D<T>::ForwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
+                             LayerCache<T>& cache) const {
+  if constexpr (!std::is_same_v<T, float>) {
+    Forward(params, x, y, cache);
+  } else {
+    const std::int64_t batch = x.dim(0), out_h = x.dim(1) - kernel_height_ + 1, out_w = x.dim(2) - kernel_width_ + 1;
+    const std::int64_t rows = batch * out_h * out_w, patch = kernel_height_ * kernel_width_ * x.dim(3);
+    Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
+    y.Resize({batch, out_h, out_w, filters_});
+    OrderedGemm(rows, filters_, patch, cache.buffer.data(), patch, 1, params[0]->data(), filters_, y.data(), filters_);
+    const float* bias = params[1]->data();
+    float* out = y.data();
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t f = 0; f < filters_; ++f) {
+        float& v = out[r * filters_ + f];
+        v += bias[f];
+        if (activation_ == Activation::kRelu) v = v > 0.0f ? v : 0.0f;
       }
+  }
+}
+
+template <typename T>
+void Conv2D<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
+                              Tensor<T>& dy, Tensor<T>* dx, std::span<ExampleTerms* const> terms,
+                              LayerCache<T>& cache) const {
+  if constexpr (!std::is_same_v<T, float>) {
+    Backward(params, x, y, dy, dx, {}, cache);
+  } else {
+    const std::int64_t batch = x.dim(0), out_h = y.dim(1), out_w = y.dim(2);
+    const std::int64_t positions = out_h * out_w, rows = batch * positions;
+    const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
+    if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
+    const float* dz = dy.data();
+    // Per example: dkernel_e = patches_e^T dz_e, one chain over the example's
+    // positions per element; dbias_e = the sum of dz_e over positions, in order.
+    ExampleTerms& kernel_terms = *terms[0];
+    kernel_terms.kind = ExampleTerms::Kind::kValues;
+    kernel_terms.values.Resize({batch, patch * filters_});
+    ExampleTerms& bias_terms = *terms[1];
+    bias_terms.kind = ExampleTerms::Kind::kValues;
+    bias_terms.values.Resize({batch, filters_});
+    for (std::int64_t e = 0; e < batch; ++e) {
+      OrderedGemm(patch, filters_, positions, cache.buffer.data() + e * positions * patch, 1, patch,
+                  dz + e * positions * filters_, filters_, kernel_terms.values.data() + e * patch * filters_,
+                  filters_);
+      float* db = bias_terms.values.data() + e * filters_;
+      std::fill(db, db + filters_, 0.0f);
+      for (std::int64_t p = 0; p < positions; ++p)
+        for (std::int64_t f = 0; f < filters_; ++f) db[f] += dz[(e * positions + p) * filters_ + f];
+    }
+    if (dx == nullptr) return;
+    // d(patches) = dz kernel^T with the kernel transposed once, then col2im.
+    const float* kernel = params[0]->data();
+    cache.transposed.Resize({filters_, patch});
+    for (std::int64_t k = 0; k < patch; ++k)
+      for (std::int64_t f = 0; f < filters_; ++f) cache.transposed[f * patch + k] = kernel[k * filters_ + f];
+    OrderedGemm(rows, patch, filters_, dz, filters_, 1, cache.transposed.data(), patch, cache.buffer.data(), patch);
+    dx->Resize(x.shape());
+    Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
+  }
 }
 
 template class Conv2D<float>;

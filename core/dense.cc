@@ -1,5 +1,9 @@
 #include "core/dense.h"
 
+#include <type_traits>
+
+#include "core/ordered_gemm.h"
+
 namespace dtlab {
 
 template <typename T>
@@ -53,6 +57,57 @@ void Dense<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<T
   ConstMatrixMap<T> kernel(params[0]->data(), inputs, units_);
   MatrixMap<T> din(dx->data(), batch, inputs);
   din.noalias() = dz * kernel.transpose();
+}
+
+template <typename T>
+void Dense<T>::ForwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
+                            LayerCache<T>& cache) const {
+  if constexpr (!std::is_same_v<T, float>) {
+    Forward(params, x, y, cache);
+  } else {
+    const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
+    y.Resize({batch, units_});
+    OrderedGemm(batch, units_, inputs, x.data(), inputs, 1, params[0]->data(), units_, y.data(), units_);
+    const float* bias = params[1]->data();
+    float* out = y.data();
+    for (std::int64_t e = 0; e < batch; ++e)
+      for (std::int64_t u = 0; u < units_; ++u) {
+        float& v = out[e * units_ + u];
+        v += bias[u];
+        if (activation_ == Activation::kRelu) v = v > 0.0f ? v : 0.0f;
+      }
+  }
+}
+
+template <typename T>
+void Dense<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
+                             Tensor<T>& dy, Tensor<T>* dx, std::span<ExampleTerms* const> terms,
+                             LayerCache<T>& cache) const {
+  if constexpr (!std::is_same_v<T, float>) {
+    Backward(params, x, y, dy, dx, {}, cache);
+  } else {
+    const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
+    if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
+    // The kernel's per-example terms are the exact products x[e][i] * dz[e][j]:
+    // kept as their two factors, multiplied where they are summed.
+    ExampleTerms& kernel_terms = *terms[0];
+    kernel_terms.kind = ExampleTerms::Kind::kOuterProducts;
+    kernel_terms.a.Resize({batch, inputs});
+    std::copy(x.data(), x.data() + batch * inputs, kernel_terms.a.data());
+    kernel_terms.b.Resize({batch, units_});
+    std::copy(dy.data(), dy.data() + batch * units_, kernel_terms.b.data());
+    ExampleTerms& bias_terms = *terms[1];
+    bias_terms.kind = ExampleTerms::Kind::kValues;
+    bias_terms.values.Resize({batch, units_});
+    std::copy(dy.data(), dy.data() + batch * units_, bias_terms.values.data());
+    if (dx == nullptr) return;
+    const float* kernel = params[0]->data();
+    cache.transposed.Resize({units_, inputs});
+    for (std::int64_t i = 0; i < inputs; ++i)
+      for (std::int64_t u = 0; u < units_; ++u) cache.transposed[u * inputs + i] = kernel[i * units_ + u];
+    dx->Resize(x.shape());
+    OrderedGemm(batch, inputs, units_, dy.data(), units_, 1, cache.transposed.data(), inputs, dx->data(), inputs);
+  }
 }
 
 template class Dense<float>;

@@ -38,6 +38,20 @@ template <typename T>
 struct LayerCache {
   Tensor<T> buffer;                   // e.g. the im2col patch matrix of a convolution
   std::vector<std::int32_t> indices;  // e.g. the argmax positions of a max pooling
+  Tensor<T> transposed;               // exact mode: a transposed kernel for the input gradient
+};
+
+/// Exact mode (docs/exact.md): what one chunk of examples contributes to one
+/// parameter's gradient, kept per example so that the sum over examples can be
+/// taken exactly (core/exact_sum.h) by whoever owns the examples.
+struct ExampleTerms {
+  enum class Kind {
+    kValues,         // values[e][k]: example e's contribution to element k, a float
+    kOuterProducts,  // element (i, j) of an [I, J] parameter gets a[e][i] * b[e][j], the exact product
+  };
+  Kind kind = Kind::kValues;
+  Tensor<float> values;  // kValues: [examples, parameter size]
+  Tensor<float> a, b;    // kOuterProducts: [examples, I] and [examples, J]
 };
 
 template <typename T>
@@ -74,6 +88,22 @@ class Layer {
   virtual void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
                         Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
                         LayerCache<T>& cache, std::span<Tensor<T>* const> param_grad_magnitudes = {}) const = 0;
+
+  /// Exact mode: as Forward, but every sum in the layer is a fixed-order chain
+  /// (core/ordered_gemm.h), so an example's output does not depend on its batch.
+  /// The default suits layers that sum nothing (pooling, reshape).
+  virtual void ForwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
+                            LayerCache<T>& cache) const {
+    Forward(params, x, y, cache);
+  }
+  /// Exact mode: writes dL/dx as Backward does (with fixed-order sums), and for each
+  /// parameter, in Parameters() order, its per-example gradient terms into
+  /// *terms[p]. The default suits layers without parameters.
+  virtual void BackwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
+                             Tensor<T>& dy, Tensor<T>* dx, std::span<ExampleTerms* const> /*terms*/,
+                             LayerCache<T>& cache) const {
+    Backward(params, x, y, dy, dx, {}, cache);
+  }
 
  private:
   std::string name_;

@@ -1,6 +1,7 @@
 #include "core/loss.h"
 
 #include "core/enum_names.h"
+#include "core/portable_math.h"
 
 #include <algorithm>
 #include <cctype>
@@ -110,5 +111,18 @@ void AverageLossCoefficients(std::span<const T> sample_weight, std::int64_t batc
   template void AverageLossCoefficients<T>(std::span<const T>, std::int64_t, std::int64_t, T, std::span<T>);
 DTLAB_INSTANTIATE_LOSS(float)
 DTLAB_INSTANTIATE_LOSS(double)
+
+void SparseCategoricalCrossentropyFromLogitsPortable(const Tensor<float>& logits, std::span<const std::int32_t> labels,
+                                                     std::span<float> losses, std::span<const float> coefficients,
+                                                     Tensor<float>* dlogits) {
+  const std::int64_t batch = logits.dim(0), classes = logits.dim(1);
+  if (dlogits) dlogits->Resize(logits.shape());
+  for (std::int64_t i = 0; i < batch; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    portable::SoftmaxCrossEntropyRow(logits.data() + i * classes, static_cast<int>(classes), labels[k],
+                                     dlogits ? coefficients[k] : 0.0f, &losses[k],
+                                     dlogits ? dlogits->data() + i * classes : nullptr);
+  }
+}
 
 }  // namespace dtlab

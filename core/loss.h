@@ -44,6 +44,13 @@ void SparseCategoricalCrossentropyFromLogits(const Tensor<T>& logits, std::span<
                                              std::span<T> losses, std::span<const T> coefficients,
                                              Tensor<T>* dlogits);
 
+/// Exact mode's version of the above for float: the same formulas, row by row, with
+/// core/portable_math.h's Exp and Log, so the bits are the same on every platform
+/// (docs/exact.md). `coefficients` may be empty when dlogits is null.
+void SparseCategoricalCrossentropyFromLogitsPortable(const Tensor<float>& logits, std::span<const std::int32_t> labels,
+                                                     std::span<float> losses, std::span<const float> coefficients,
+                                                     Tensor<float>* dlogits);
+
 /// Applies a Keras reduction to per-example losses (weighted by `sample_weight`
 /// when not empty): NONE returns the weighted losses, SUM their sum (one value),
 /// AUTO and SUM_OVER_BATCH_SIZE the sum divided by the number of examples (one

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <span>
 
+#include "core/exact_sum.h"
+
 namespace dtlab {
 
 /// tf.keras.metrics.Mean: total += sum(values * w), count += sum(w), or the number of values.
@@ -31,6 +33,35 @@ class MeanMetric {
 
  private:
   float total_ = 0.0f, count_ = 0.0f;
+};
+
+/// Exact mode's Mean (docs/exact.md): `total` and `count` are exact accumulators,
+/// so merging replicas' states gives the state one device would have, bit for bit,
+/// whatever the split; Result() rounds each once and divides.
+class ExactMeanMetric {
+ public:
+  void UpdateState(std::span<const float> values, std::span<const float> sample_weight = {}) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (sample_weight.empty()) {
+        total_.Add(values[i]);
+        count_.Add(1.0f);
+      } else {
+        total_.AddProduct(values[i], sample_weight[i]);
+        count_.Add(sample_weight[i]);
+      }
+    }
+  }
+  float Result() const {
+    const float count = count_.ToFloat();
+    return count == 0.0f ? 0.0f : total_.ToFloat() / count;
+  }
+  void ResetState() { total_.Reset(), count_.Reset(); }
+  void Merge(const ExactMeanMetric& other) { total_.Merge(other.total_), count_.Merge(other.count_); }
+  const ExactSum& total() const { return total_; }
+  const ExactSum& count() const { return count_; }
+
+ private:
+  ExactSum total_, count_;
 };
 
 /// tf.keras.metrics.Sum: total += sum(values * w).

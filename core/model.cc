@@ -109,7 +109,8 @@ void Sequential<T>::AddRegularizationGradient(const ParameterList<T>& params, T 
 }
 
 template <typename T>
-const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const {
+const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws,
+                                        MathMode mode) const {
   ws.activations.resize(layers_.size() + 1);
   ws.caches.resize(layers_.size());
   Shape input_shape = example_shape_;
@@ -120,7 +121,10 @@ const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Te
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     layer_params.clear();
     for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) layer_params.push_back(&params[p]);
-    layers_[l]->Forward(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
+    if (mode == MathMode::kExact)
+      layers_[l]->ForwardExact(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
+    else
+      layers_[l]->Forward(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
   }
   return ws.activations.back();
 }
@@ -143,6 +147,27 @@ void Sequential<T>::Backward(const ParameterList<T>& params, Tensor<T>& dlogits,
     Tensor<T>* dx = l == 0 ? nullptr : (dy == &ws.gradient_a ? &ws.gradient_b : &ws.gradient_a);
     layers_[l]->Backward(layer_params, ws.activations[l], ws.activations[l + 1], *dy, dx, layer_grads, ws.caches[l],
                          layer_magnitudes);
+    dy = dx;
+  }
+}
+
+template <typename T>
+void Sequential<T>::BackwardExact(const ParameterList<T>& params, Tensor<T>& dlogits, Workspace& ws,
+                                  std::vector<ExampleTerms>& terms) const {
+  terms.resize(parameters_.size());
+  Tensor<T>* dy = &dlogits;
+  std::vector<const Tensor<T>*> layer_params;
+  std::vector<ExampleTerms*> layer_terms;
+  for (std::size_t l = layers_.size(); l-- > 0;) {
+    layer_params.clear();
+    layer_terms.clear();
+    for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) {
+      layer_params.push_back(&params[p]);
+      layer_terms.push_back(&terms[p]);
+    }
+    Tensor<T>* dx = l == 0 ? nullptr : (dy == &ws.gradient_a ? &ws.gradient_b : &ws.gradient_a);
+    layers_[l]->BackwardExact(layer_params, ws.activations[l], ws.activations[l + 1], *dy, dx, layer_terms,
+                              ws.caches[l]);
     dy = dx;
   }
 }

@@ -1,6 +1,7 @@
 #include "sim/batch_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <tbb/blocked_range.h>
@@ -15,7 +16,12 @@ BatchRunner::BatchRunner(const Sequential<float>& model, std::int64_t chunk_size
 
 void BatchRunner::Evaluate(const ParameterList<float>& params, const Tensor<float>& images,
                            std::span<const std::int32_t> labels, std::span<float> per_example_loss,
-                           std::span<std::int32_t> predictions) {
+                           std::span<std::int32_t> predictions, MathMode mode) {
+  if (mode == MathMode::kExact) {
+    const ExactSegment segment{&params, 0, static_cast<std::int64_t>(labels.size()), {}};
+    RunExact(images, labels, {}, per_example_loss, predictions, std::span(&segment, 1));
+    return;
+  }
   const BatchSegment segment{&params, 0, static_cast<std::int64_t>(labels.size()), nullptr, nullptr};
   Run(images, labels, {}, per_example_loss, predictions, std::span(&segment, 1));
 }
@@ -28,6 +34,28 @@ void BatchRunner::ForwardBackward(const ParameterList<float>& params, const Tens
   Run(images, labels, coefficients, per_example_loss, predictions, std::span(&segment, 1));
 }
 
+void BatchRunner::LoadChunk(const Tensor<float>& images, std::span<const std::int32_t> labels,
+                            std::span<const float> coefficients, std::int64_t begin, std::int64_t count,
+                            ThreadScratch& scratch) const {
+  const std::int64_t batch = static_cast<std::int64_t>(labels.size());
+  const std::int64_t example_size = batch == 0 ? 0 : images.size() / batch;
+  const auto n = static_cast<std::size_t>(count);
+  const auto padded = static_cast<std::size_t>(chunk_size_);
+  Shape chunk_shape = images.shape();
+  chunk_shape[0] = chunk_size_;
+  scratch.chunk_images.Resize(chunk_shape);
+  const std::size_t real_floats = n * static_cast<std::size_t>(example_size);
+  std::memcpy(scratch.chunk_images.data(), images.data() + begin * example_size, sizeof(float) * real_floats);
+  std::fill(scratch.chunk_images.data() + real_floats, scratch.chunk_images.data() + scratch.chunk_images.size(), 0.0f);
+  scratch.chunk_labels.assign(padded, 0);
+  std::copy(labels.begin() + begin, labels.begin() + begin + count, scratch.chunk_labels.begin());
+  scratch.chunk_losses.resize(padded);
+  scratch.chunk_predictions.resize(padded);
+  scratch.chunk_coefficients.assign(padded, 0.0f);
+  if (!coefficients.empty())
+    std::copy(coefficients.begin() + begin, coefficients.begin() + begin + count, scratch.chunk_coefficients.begin());
+}
+
 ParameterList<float>& BatchRunner::ChunkBuffer(std::vector<ParameterList<float>>& pool, std::size_t slot) {
   while (pool.size() <= slot) pool.push_back(model_.ZeroParameters());
   return pool[slot];
@@ -36,9 +64,6 @@ ParameterList<float>& BatchRunner::ChunkBuffer(std::vector<ParameterList<float>>
 void BatchRunner::Run(const Tensor<float>& images, std::span<const std::int32_t> labels,
                       std::span<const float> coefficients, std::span<float> per_example_loss,
                       std::span<std::int32_t> predictions, std::span<const BatchSegment> segments) {
-  const std::int64_t batch = static_cast<std::int64_t>(labels.size());
-  const std::int64_t example_size = batch == 0 ? 0 : images.size() / batch;
-
   // The task list depends only on the segments and the chunk size.
   std::vector<ChunkTask> tasks;
   std::size_t slots = 0;
@@ -64,8 +89,6 @@ void BatchRunner::Run(const Tensor<float>& images, std::span<const std::int32_t>
     if (any_magnitudes) ChunkBuffer(chunk_magnitudes_, slot);
   }
 
-  Shape chunk_shape = images.shape();
-  chunk_shape[0] = chunk_size_;
   tbb::parallel_for(
       tbb::blocked_range<std::size_t>(0, tasks.size(), 1),
       [&](const tbb::blocked_range<std::size_t>& range) {
@@ -74,25 +97,14 @@ void BatchRunner::Run(const Tensor<float>& images, std::span<const std::int32_t>
           const ChunkTask& task = tasks[t];
           const BatchSegment& seg = segments[task.segment];
           const auto first = static_cast<std::size_t>(task.begin), n = static_cast<std::size_t>(task.count);
-          const auto padded = static_cast<std::size_t>(chunk_size_);
-          // A fixed-shape chunk: the real examples, then zero padding.
-          scratch.chunk_images.Resize(chunk_shape);
-          const std::size_t real_floats = n * static_cast<std::size_t>(example_size);
-          std::memcpy(scratch.chunk_images.data(), images.data() + task.begin * example_size, sizeof(float) * real_floats);
-          std::fill(scratch.chunk_images.data() + real_floats, scratch.chunk_images.data() + scratch.chunk_images.size(), 0.0f);
-          scratch.chunk_labels.assign(padded, 0);
-          std::copy(labels.begin() + first, labels.begin() + first + n, scratch.chunk_labels.begin());
-          scratch.chunk_losses.resize(padded);
-          scratch.chunk_predictions.resize(padded);
-
+          LoadChunk(images, labels, seg.grads ? coefficients : std::span<const float>(), task.begin, task.count,
+                    scratch);
           const Tensor<float>& logits = model_.Forward(*seg.params, scratch.chunk_images, scratch.workspace);
           ArgmaxRows(logits, scratch.chunk_predictions);
           if (!seg.grads) {
             SparseCategoricalCrossentropyFromLogits<float>(logits, scratch.chunk_labels, scratch.chunk_losses, {},
                                                            nullptr);
           } else {
-            scratch.chunk_coefficients.assign(padded, 0.0f);
-            std::copy(coefficients.begin() + first, coefficients.begin() + first + n, scratch.chunk_coefficients.begin());
             SparseCategoricalCrossentropyFromLogits<float>(logits, scratch.chunk_labels, scratch.chunk_losses,
                                                            scratch.chunk_coefficients, &scratch.dlogits);
             ParameterList<float>& grads = task.direct ? *seg.grads : chunk_grads_[task.slot];
@@ -129,6 +141,169 @@ void BatchRunner::Run(const Tensor<float>& images, std::span<const std::int32_t>
     if (seg.magnitudes) sum_chunks(chunk_magnitudes_, *seg.magnitudes);
     first_slot += static_cast<std::size_t>(chunks);
   }
+}
+
+void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int32_t> labels,
+                           std::span<const float> coefficients, std::span<float> per_example_loss,
+                           std::span<std::int32_t> predictions, std::span<const ExactSegment> segments) {
+  // Phase 1: every chunk's forward and backward pass, keeping its per-example
+  // gradient terms (one slot of chunk_terms_ per chunk of a segment with gradients).
+  struct ExactChunk {
+    std::size_t segment;
+    std::int64_t begin, count;
+    std::size_t slot;
+  };
+  std::vector<ExactChunk> chunks;
+  std::vector<std::vector<std::size_t>> segment_chunks(segments.size());  // indices into `chunks`
+  std::size_t slots = 0;
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    const ExactSegment& seg = segments[s];
+    for (std::int64_t c = 0; c * chunk_size_ < seg.count; ++c) {
+      segment_chunks[s].push_back(chunks.size());
+      chunks.push_back({s, seg.begin + c * chunk_size_, std::min(chunk_size_, seg.count - c * chunk_size_),
+                        seg.grad_words.empty() ? 0 : slots++});
+    }
+  }
+  if (chunk_terms_.size() < slots) chunk_terms_.resize(slots);
+  tbb::parallel_for(
+      tbb::blocked_range<std::size_t>(0, chunks.size(), 1),
+      [&](const tbb::blocked_range<std::size_t>& range) {
+        ThreadScratch& scratch = scratch_.local();
+        for (std::size_t t = range.begin(); t < range.end(); ++t) {
+          const ExactChunk& chunk = chunks[t];
+          const ExactSegment& seg = segments[chunk.segment];
+          const bool backward = !seg.grad_words.empty();
+          LoadChunk(images, labels, backward ? coefficients : std::span<const float>(), chunk.begin, chunk.count,
+                    scratch);
+          const Tensor<float>& logits =
+              model_.Forward(*seg.params, scratch.chunk_images, scratch.workspace, MathMode::kExact);
+          ArgmaxRows(logits, scratch.chunk_predictions);
+          SparseCategoricalCrossentropyFromLogitsPortable(logits, scratch.chunk_labels, scratch.chunk_losses,
+                                                          scratch.chunk_coefficients,
+                                                          backward ? &scratch.dlogits : nullptr);
+          if (backward) model_.BackwardExact(*seg.params, scratch.dlogits, scratch.workspace, chunk_terms_[chunk.slot]);
+          const auto first = static_cast<std::size_t>(chunk.begin), n = static_cast<std::size_t>(chunk.count);
+          std::copy_n(scratch.chunk_losses.begin(), n, per_example_loss.begin() + first);
+          std::copy_n(scratch.chunk_predictions.begin(), n, predictions.begin() + first);
+        }
+      },
+      tbb::simple_partitioner());
+
+  // Phase 2: each gradient element's exact sum over its segment's examples, taken
+  // element by element (so no two tasks write the same words) and stored normalized.
+  const auto& specs = model_.parameters();
+  std::vector<std::int64_t> offsets(specs.size() + 1, 0);
+  for (std::size_t p = 0; p < specs.size(); ++p) offsets[p + 1] = offsets[p] + NumElements(specs[p].spec.shape);
+  struct SumTask {
+    std::size_t segment, parameter;
+    std::int64_t begin, end;  // elements, or rows i for outer products
+  };
+  std::vector<SumTask> sum_tasks;
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    const ExactSegment& seg = segments[s];
+    if (seg.grad_words.empty()) continue;
+    if (segment_chunks[s].empty()) {
+      std::fill(seg.grad_words.begin(), seg.grad_words.end(), 0);
+      continue;
+    }
+    const std::vector<ExampleTerms>& terms = chunk_terms_[chunks[segment_chunks[s].front()].slot];
+    for (std::size_t p = 0; p < specs.size(); ++p) {
+      const bool outer = terms[p].kind == ExampleTerms::Kind::kOuterProducts;
+      const std::int64_t units = outer ? terms[p].a.dim(1) : offsets[p + 1] - offsets[p];
+      const std::int64_t block = outer ? 16 : 2048;
+      for (std::int64_t b = 0; b < units; b += block) sum_tasks.push_back({s, p, b, std::min(units, b + block)});
+    }
+  }
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, sum_tasks.size(), 1),
+                    [&](const tbb::blocked_range<std::size_t>& range) {
+                      std::vector<std::int64_t> row;
+                      std::vector<std::uint8_t> finite;
+                      for (std::size_t t = range.begin(); t < range.end(); ++t) {
+                        const SumTask& task = sum_tasks[t];
+                        const ExactSegment& seg = segments[task.segment];
+                        std::int64_t* out = seg.grad_words.data() + offsets[task.parameter] * kExactWords;
+                        const auto& mine = segment_chunks[task.segment];
+                        const ExampleTerms& first = chunk_terms_[chunks[mine.front()].slot][task.parameter];
+                        if (first.kind == ExampleTerms::Kind::kValues) {
+                          const std::int64_t size = first.values.dim(1);
+                          for (std::int64_t k = task.begin; k < task.end; ++k) {
+                            std::int64_t acc[kExactWords] = {};
+                            for (const std::size_t c : mine) {
+                              const float* v = chunk_terms_[chunks[c].slot][task.parameter].values.data() + k;
+                              for (std::int64_t e = 0; e < chunks[c].count; ++e) ExactAddFloat(acc, v[e * size]);
+                            }
+                            ExactNormalize(acc);
+                            std::copy_n(acc, kExactWords, out + k * kExactWords);
+                          }
+                        } else {
+                          // Element (i, j) sums a[e][i] * b[e][j]; a zero a[e][i] adds nothing
+                          // unless b's row holds an infinity or NaN (0 * inf is NaN).
+                          const std::int64_t inputs = first.a.dim(1), units = first.b.dim(1);
+                          finite.clear();
+                          for (const std::size_t c : mine) {
+                            const ExampleTerms& terms = chunk_terms_[chunks[c].slot][task.parameter];
+                            for (std::int64_t e = 0; e < chunks[c].count; ++e) {
+                              bool ok = true;
+                              for (std::int64_t j = 0; j < units; ++j) ok &= std::isfinite(terms.b[e * units + j]);
+                              finite.push_back(ok);
+                            }
+                          }
+                          row.resize(static_cast<std::size_t>(units * kExactWords));
+                          for (std::int64_t i = task.begin; i < task.end; ++i) {
+                            std::fill(row.begin(), row.end(), 0);
+                            std::size_t flag = 0;
+                            for (const std::size_t c : mine) {
+                              const ExampleTerms& terms = chunk_terms_[chunks[c].slot][task.parameter];
+                              for (std::int64_t e = 0; e < chunks[c].count; ++e, ++flag) {
+                                const float a = terms.a[e * inputs + i];
+                                if (a == 0.0f && finite[flag]) continue;
+                                const float* b = terms.b.data() + e * units;
+                                for (std::int64_t j = 0; j < units; ++j) ExactAddProduct(row.data() + j * kExactWords, a, b[j]);
+                              }
+                            }
+                            ExactNormalizeAll(row);
+                            std::copy(row.begin(), row.end(), out + i * units * kExactWords);
+                          }
+                        }
+                      }
+                    });
+}
+
+void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
+                            std::span<std::int64_t> words) {
+  if (model.l2() == 0.0) return;
+  const float coefficient = scale * static_cast<float>(model.l2());
+  std::int64_t offset = 0;
+  for (std::size_t p = 0; p < weights.size(); ++p) {
+    const std::int64_t size = weights[p].size();
+    if (model.parameters()[p].spec.is_kernel) {
+      const float* w = weights[p].data();
+      for (std::int64_t k = 0; k < size; ++k)
+        ExactAddFloat(words.data() + (offset + k) * kExactWords, coefficient * (w[k] * 2.0f));
+    }
+    offset += size;
+  }
+}
+
+float BatchRunner::ExactGradient(const ParameterList<float>& params, const Tensor<float>& images,
+                                 std::span<const std::int32_t> labels, std::span<const float> coefficients,
+                                 std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+                                 std::vector<std::int64_t>& words, ParameterList<float>& grads) {
+  words.assign(static_cast<std::size_t>(model_.num_parameter_values() * kExactWords), 0);
+  const ExactSegment whole{&params, 0, static_cast<std::int64_t>(labels.size()), words};
+  RunExact(images, labels, coefficients, per_example_loss, predictions, std::span(&whole, 1));
+  AddRegularizationWords(model_, params, 1.0f, words);
+  std::int64_t offset = 0;
+  for (auto& g : grads) {
+    ExactToFloats(std::span(words).subspan(static_cast<std::size_t>(offset * kExactWords),
+                                           static_cast<std::size_t>(g.size() * kExactWords)),
+                  g.span());
+    offset += g.size();
+  }
+  ExactSum loss;
+  for (std::size_t i = 0; i < labels.size(); ++i) loss.AddProduct(coefficients[i], per_example_loss[i]);
+  loss.Add(model_.RegularizationLoss(params));
+  return loss.ToFloat();
 }
 
 }  // namespace dtlab

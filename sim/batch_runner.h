@@ -21,6 +21,7 @@
 
 #include <tbb/enumerable_thread_specific.h>
 
+#include "core/exact_sum.h"
 #include "core/model.h"
 
 namespace dtlab {
@@ -32,6 +33,24 @@ struct BatchSegment {
   ParameterList<float>* grads = nullptr;         // overwritten (zero if count == 0); null: forward only
   ParameterList<float>* magnitudes = nullptr;    // optional: sum of |terms| of each gradient element
 };
+
+/// Exact mode (docs/exact.md): one replica's share of a step, whose gradient is
+/// kept as exact accumulators.
+struct ExactSegment {
+  const ParameterList<float>* params = nullptr;  // this replica's copy of the variables
+  std::int64_t begin = 0, count = 0;
+  /// kExactWords int64 words per parameter value, in parameter order (element k of
+  /// the flat parameter vector at k * kExactWords), overwritten with the normalized
+  /// exact sum over the segment's examples of coefficients[i] * d loss_i / d params.
+  /// Empty: forward only.
+  std::span<std::int64_t> grad_words;
+};
+
+/// Exact mode: adds the regularization gradient terms, scale * l2 * (2 * w) per
+/// kernel element computed in float as Sequential::AddRegularizationGradient does,
+/// to gradient words laid out as ExactSegment::grad_words.
+void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
+                            std::span<std::int64_t> words);
 
 class BatchRunner {
  public:
@@ -50,16 +69,34 @@ class BatchRunner {
            std::span<float> per_example_loss, std::span<std::int32_t> predictions,
            std::span<const BatchSegment> segments);
 
-  /// One segment covering the whole batch, forward only.
+  /// One segment covering the whole batch, forward only (exact mode: RunExact's forward).
   void Evaluate(const ParameterList<float>& params, const Tensor<float>& images,
                 std::span<const std::int32_t> labels, std::span<float> per_example_loss,
-                std::span<std::int32_t> predictions);
+                std::span<std::int32_t> predictions, MathMode mode = MathMode::kFast);
 
   /// One segment covering the whole batch, forward and backward.
   void ForwardBackward(const ParameterList<float>& params, const Tensor<float>& images,
                        std::span<const std::int32_t> labels, std::span<const float> coefficients,
                        std::span<float> per_example_loss, std::span<std::int32_t> predictions,
                        ParameterList<float>& grads);
+
+  /// Exact mode: the same step with ordered kernels, portable elementwise math and
+  /// exact sums over examples. Per-example losses and predictions are the same bits
+  /// whatever the segments and the chunk size; each segment's gradient words are
+  /// the exact sum of its examples' terms, so merging the words of any partition of
+  /// the examples (integer addition) gives the words of the whole batch.
+  void RunExact(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
+                std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+                std::span<const ExactSegment> segments);
+
+  /// Exact mode on one device: the gradient of
+  ///   sum_i coefficients[i] * loss_i + l2 * sum(kernel^2)
+  /// over the whole batch, every sum exact and rounded once, into `grads`; returns
+  /// that loss (rounded once). `words` is scratch.
+  float ExactGradient(const ParameterList<float>& params, const Tensor<float>& images,
+                      std::span<const std::int32_t> labels, std::span<const float> coefficients,
+                      std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+                      std::vector<std::int64_t>& words, ParameterList<float>& grads);
 
   std::int64_t chunk_size() const { return chunk_size_; }
 
@@ -77,11 +114,15 @@ class BatchRunner {
     bool direct;                // the segment's only chunk: writes straight into its grads
   };
   ParameterList<float>& ChunkBuffer(std::vector<ParameterList<float>>& pool, std::size_t slot);
+  // Copies chunk `task` of the batch into the scratch's fixed-shape (zero-padded) buffers.
+  void LoadChunk(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
+                 std::int64_t begin, std::int64_t count, ThreadScratch& scratch) const;
 
   const Sequential<float>& model_;
   std::int64_t chunk_size_;
   tbb::enumerable_thread_specific<ThreadScratch> scratch_;
   std::vector<ParameterList<float>> chunk_grads_, chunk_magnitudes_;  // [slot][parameter]
+  std::vector<std::vector<ExampleTerms>> chunk_terms_;                // exact mode: [slot][parameter]
 };
 
 }  // namespace dtlab

@@ -63,6 +63,7 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
     replica.params = initial;
     replica.grads = model.ZeroParameters();
     replica.flat.assign(flat_size, 0.0f);
+    if (config.math == MathMode::kExact) replica.words.assign(flat_size * kExactWords, 0);
     DTLAB_ASSIGN_OR_RETURN(replica.optimizer, MakeOptimizer(optimizer, options));
     replica.optimizer->Build(replica.params);
   }
@@ -156,54 +157,63 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
                                                                     static_cast<std::size_t>(batch_sizes[k])));
   }
 
-  std::vector<BatchSegment> segments(static_cast<std::size_t>(n));
-  for (std::int32_t r = 0; r < n; ++r) {
-    auto& replica = replicas_[static_cast<std::size_t>(r)];
-    segments[static_cast<std::size_t>(r)] = {central() ? &host_params_ : &replica.params, offsets[static_cast<std::size_t>(r)],
-                                              batch_sizes[static_cast<std::size_t>(r)], &replica.grads, nullptr};
-  }
-  runner_.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
-
-  // Per replica: its loss (with its share of the regularization), the regularization
-  // gradient, its metric, and its gradient packed for the collective.
   StepResult result;
   result.replica_losses.assign(static_cast<std::size_t>(n), 0.0f);
   result.replica_batch_sizes = batch_sizes;
   result.examples = total;
-  const float regularization_scale = ddp ? 1.0f : ScaleRegularizationLoss(1.0f, n);
-  tbb::parallel_for(0, n, [&](std::int32_t r) {
-    const auto k = static_cast<std::size_t>(r);
-    Replica& replica = replicas_[k];
-    const ParameterList<float>& weights = central() ? host_params_ : replica.params;
-    const auto first = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
-    const float data_loss =
-        ComputeAverageLoss<float>(std::span(losses_).subspan(first, count), {}, denominators[k]);
-    const float regularization = model_.RegularizationLoss(weights);
-    result.replica_losses[k] = data_loss + (ddp ? regularization : ScaleRegularizationLoss(regularization, n));
-    model_.AddRegularizationGradient(weights, regularization_scale, replica.grads);
-    replica.accuracy.UpdateState(std::span(labels_).subspan(first, count), std::span(predictions_).subspan(first, count));
-    PackParameters(replica.grads, replica.flat);
-  });
-
-  // strategy.reduce of the per-replica losses, in replica order.
-  float reduced_loss = 0.0f;
-  for (const float l : result.replica_losses) reduced_loss += l;
-  if (ddp) reduced_loss /= static_cast<float>(n);
-  result.loss = reduced_loss;
-
-  // The collective.
-  std::vector<std::span<float>> buffers;
-  for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
   CollectiveOptions options;
   options.algorithm = config_.all_reduce;
   options.replicas_per_worker = config_.replicas_per_worker();
   options.step = step;
   options.log = &log_;
-  const ReduceOp op = ddp ? ReduceOp::kMean : ReduceOp::kSum;
-  if (central()) {
-    Reduce<float>(buffers, 0, op, options);
+  std::vector<std::span<float>> buffers;
+  for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
+  float reduced_loss = 0.0f;
+  if (config_.math == MathMode::kExact) {
+    reduced_loss = ExactComputeAndReduce(offsets, batch_sizes, step, result);
   } else {
-    AllReduce<float>(buffers, op, options);
+    std::vector<BatchSegment> segments(static_cast<std::size_t>(n));
+    for (std::int32_t r = 0; r < n; ++r) {
+      auto& replica = replicas_[static_cast<std::size_t>(r)];
+      segments[static_cast<std::size_t>(r)] = {central() ? &host_params_ : &replica.params,
+                                                offsets[static_cast<std::size_t>(r)],
+                                                batch_sizes[static_cast<std::size_t>(r)], &replica.grads, nullptr};
+    }
+    runner_.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
+
+    // Per replica: its loss (with its share of the regularization), the regularization
+    // gradient, its metric, and its gradient packed for the collective.
+    const float regularization_scale = ddp ? 1.0f : ScaleRegularizationLoss(1.0f, n);
+    tbb::parallel_for(0, n, [&](std::int32_t r) {
+      const auto k = static_cast<std::size_t>(r);
+      Replica& replica = replicas_[k];
+      const ParameterList<float>& weights = central() ? host_params_ : replica.params;
+      const auto first = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
+      const float data_loss =
+          ComputeAverageLoss<float>(std::span(losses_).subspan(first, count), {}, denominators[k]);
+      const float regularization = model_.RegularizationLoss(weights);
+      result.replica_losses[k] = data_loss + (ddp ? regularization : ScaleRegularizationLoss(regularization, n));
+      model_.AddRegularizationGradient(weights, regularization_scale, replica.grads);
+      PackParameters(replica.grads, replica.flat);
+    });
+
+    // strategy.reduce of the per-replica losses, in replica order.
+    for (const float l : result.replica_losses) reduced_loss += l;
+    if (ddp) reduced_loss /= static_cast<float>(n);
+
+    // The collective.
+    const ReduceOp op = ddp ? ReduceOp::kMean : ReduceOp::kSum;
+    if (central()) {
+      Reduce<float>(buffers, 0, op, options);
+    } else {
+      AllReduce<float>(buffers, op, options);
+    }
+  }
+  result.loss = reduced_loss;
+  for (std::int32_t r = 0; r < n; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    replicas_[k].accuracy.UpdateState(std::span(labels_).subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])),
+                                      std::span(predictions_).subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])));
   }
 
   if (reduced_gradient) {
@@ -211,7 +221,10 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
     UnpackParameters(replicas_[0].flat, *reduced_gradient);
   }
   if (config_.check_reference) {
-    result.check = CheckAgainstReference(variables(), global_batch_size, batch_sizes, replicas_[0].flat, reduced_loss, step);
+    result.check = config_.math == MathMode::kExact
+                       ? CheckExactAgainstReference(variables(), global_batch_size, replicas_[0].flat, reduced_loss, step)
+                       : CheckAgainstReference(variables(), global_batch_size, batch_sizes, replicas_[0].flat,
+                                               reduced_loss, step);
   }
 
   // Apply the update.
@@ -318,6 +331,122 @@ StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, st
     else if (ddp)
       check.explanation += ": DDP averages per-replica means, which weighs examples on short replicas more than "
                            "the global-batch mean does";
+  }
+  return check;
+}
+
+float Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,
+                                     const std::vector<std::int64_t>& batch_sizes, std::int64_t step,
+                                     StepResult& result) {
+  const std::int32_t n = config_.replicas;
+  const bool ddp = config_.convention == Convention::kDdp;
+  std::vector<ExactSegment> segments(static_cast<std::size_t>(n));
+  for (std::int32_t r = 0; r < n; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    segments[k] = {central() ? &host_params_ : &replicas_[k].params, offsets[k], batch_sizes[k], replicas_[k].words};
+  }
+  runner_.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
+
+  // Each replica's loss, exactly: sum of coefficient_i * loss_i (exact products)
+  // plus its share of the regularization; its gradient words get the same share.
+  const RegularizationSplit split = ddp ? RegularizationSplit::kTf : config_.split();
+  std::vector<ExactSum> losses(static_cast<std::size_t>(n));
+  tbb::parallel_for(0, n, [&](std::int32_t r) {
+    const auto k = static_cast<std::size_t>(r);
+    Replica& replica = replicas_[k];
+    const ParameterList<float>& weights = central() ? host_params_ : replica.params;
+    for (std::int64_t i = offsets[k]; i < offsets[k + 1]; ++i)
+      losses[k].AddProduct(coefficients_[static_cast<std::size_t>(i)], losses_[static_cast<std::size_t>(i)]);
+    const float regularization = model_.RegularizationLoss(weights);
+    if (ddp) {  // every replica's loss holds the whole regularization; the MEAN divides by N
+      losses[k].Add(regularization);
+      AddRegularizationWords(model_, weights, 1.0f, replica.words);
+    } else if (split == RegularizationSplit::kTf) {
+      losses[k].Add(ScaleRegularizationLoss(regularization, n));
+      AddRegularizationWords(model_, weights, ScaleRegularizationLoss(1.0f, n), replica.words);
+    } else if (r == 0) {
+      losses[k].Add(regularization);
+      AddRegularizationWords(model_, weights, 1.0f, replica.words);
+    }
+    result.replica_losses[k] = losses[k].ToFloat();
+  });
+  // strategy.reduce of the losses: the exact sum, rounded once (DDP: then / N).
+  ExactSum total;
+  for (const ExactSum& l : losses) total.Merge(l);
+  float reduced_loss = total.ToFloat();
+  if (ddp) reduced_loss /= static_cast<float>(n);
+
+  // The collective moves accumulator words; integer addition makes every algorithm
+  // and every grouping give the same words.
+  std::vector<std::span<std::int64_t>> word_buffers;
+  for (auto& replica : replicas_) word_buffers.emplace_back(replica.words);
+  CollectiveOptions options;
+  options.algorithm = config_.all_reduce;
+  options.replicas_per_worker = config_.replicas_per_worker();
+  options.step = step;
+  options.log = &log_;
+  const std::int32_t holders = central() ? 1 : n;
+  if (central())
+    Reduce<std::int64_t>(word_buffers, 0, ReduceOp::kSum, options);
+  else
+    AllReduce<std::int64_t>(word_buffers, ReduceOp::kSum, options);
+  tbb::parallel_for(0, holders, [&](std::int32_t r) {
+    Replica& replica = replicas_[static_cast<std::size_t>(r)];
+    ExactToFloats(replica.words, replica.flat);
+    if (ddp)
+      for (float& g : replica.flat) g /= static_cast<float>(n);
+  });
+  return reduced_loss;
+}
+
+StepCheck Cluster::CheckExactAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
+                                              const std::vector<float>& reduced, float reduced_loss,
+                                              std::int64_t step) {
+  // One device on the whole global batch, exact mode, the same loss code with N = 1.
+  const auto total = static_cast<std::int64_t>(labels_.size());
+  const bool ddp = config_.convention == Convention::kDdp;
+  const std::int64_t denominator = ddp ? total : ReplicaDenominator(config_.denominator, total, global_batch_size, 1);
+  reference_coefficients_.assign(labels_.size(), 0.0f);
+  AverageLossCoefficients<float>({}, total, denominator, 1.0f, reference_coefficients_);
+  reference_losses_.assign(labels_.size(), 0.0f);
+  reference_predictions_.assign(labels_.size(), 0);
+  if (reference_grads_.empty()) reference_grads_ = model_.ZeroParameters();
+  const float reference_loss =
+      runner_.ExactGradient(weights, images_, labels_, reference_coefficients_, reference_losses_,
+                            reference_predictions_, reference_words_, reference_grads_);
+  std::vector<float> reference(reduced.size());
+  PackParameters(reference_grads_, reference);
+
+  StepCheck check;
+  check.step = step;
+  check.exact = true;
+  check.per_example_values_identical =
+      std::memcmp(reference_losses_.data(), losses_.data(), sizeof(float) * losses_.size()) == 0;
+  std::size_t offset = 0;
+  for (std::size_t p = 0; p < model_.parameters().size(); ++p) {
+    const auto size = static_cast<std::size_t>(NumElements(model_.parameters()[p].spec.shape));
+    check.variables.push_back(CompareBitwise(model_.parameters()[p].name, std::span(reduced).subspan(offset, size),
+                                             std::span(reference).subspan(offset, size)));
+    offset += size;
+  }
+  check.loss = CompareBitwise("loss", std::span(&reduced_loss, 1), std::span(&reference_loss, 1));
+  check.Summarize();
+  const auto n = config_.replicas;
+  const bool power_of_two = (n & (n - 1)) == 0;
+  if (!check.within_bound && n > 1) {
+    if (ddp && !power_of_two)
+      check.explanation += ": DDP divides each replica's loss by its local batch and the sum by " + std::to_string(n) +
+                           ", which is not a power of two, so the scaling itself rounds";
+    else if (!ddp && config_.split() == RegularizationSplit::kTf && !power_of_two && model_.l2() != 0.0)
+      check.explanation += ": scale_regularization_loss gives every replica 1/" + std::to_string(n) +
+                           " of the regularization, which rounds because " + std::to_string(n) +
+                           " is not a power of two; --regularization-split exact keeps the total exact";
+    else if (config_.denominator == LossDenominator::kPerReplica && !ddp)
+      check.explanation += ": each replica divided its loss by its local batch (tf.reduce_mean) instead of the global "
+                           "batch; use compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
+    else if (config_.denominator == LossDenominator::kDefault && !ddp)
+      check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
+                           "more than the global batch does; pass global_batch_size";
   }
   return check;
 }

@@ -43,6 +43,14 @@ struct ClusterConfig {
   Convention convention = Convention::kTf;
   LossDenominator denominator = LossDenominator::kGlobal;  // the tutorial passes global_batch_size
   bool check_reference = false;
+  MathMode math = MathMode::kFast;
+  /// Unset: kExact in exact mode (so N replicas equal one device), kTf in fast mode.
+  std::optional<RegularizationSplit> regularization_split;
+
+  RegularizationSplit split() const {
+    return regularization_split.value_or(math == MathMode::kExact ? RegularizationSplit::kExact
+                                                                  : RegularizationSplit::kTf);
+  }
 
   std::int32_t replicas_per_worker() const { return workers > 0 ? replicas / workers : 0; }
   /// InvalidArgument naming the option for N < 1, workers that do not divide N, a
@@ -99,9 +107,16 @@ class Cluster final : public TrainingEngine {
     std::unique_ptr<Optimizer> optimizer;
     SparseCategoricalAccuracy accuracy;
     std::vector<float> flat;  // the gradient (or variables) packed for the collective
+    std::vector<std::int64_t> words;  // exact mode: the gradient as accumulator words
   };
   Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size);
   bool central() const { return config_.strategy == StrategyKind::kCentralStorage; }
+  // Exact mode's compute and reduction: leaves the reduced, rounded gradient in every
+  // replica's `flat` (replica 0's only for CentralStorage) and returns the loss.
+  float ExactComputeAndReduce(const std::vector<std::int64_t>& offsets, const std::vector<std::int64_t>& batch_sizes,
+                              std::int64_t step, StepResult& result);
+  StepCheck CheckExactAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
+                                       const std::vector<float>& reduced, float reduced_loss, std::int64_t step);
   StepCheck CheckAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
                                   const std::vector<std::int64_t>& batch_sizes, const std::vector<float>& reduced,
                                   float reduced_loss, std::int64_t step);
@@ -121,6 +136,7 @@ class Cluster final : public TrainingEngine {
   ParameterList<float> reference_grads_, reference_magnitudes_;
   std::vector<float> reference_losses_, reference_coefficients_;
   std::vector<std::int32_t> reference_predictions_;
+  std::vector<std::int64_t> reference_words_;
 };
 
 /// Copies parameters into one flat buffer (parameter order) and back.

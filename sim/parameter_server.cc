@@ -90,6 +90,7 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
   Tensor<float> images;
   std::vector<std::int32_t> labels, predictions;
   std::vector<float> losses, coefficients;
+  std::vector<std::int64_t> words;  // exact mode's gradient accumulators
   for (;;) {
     // The next push: the earliest finish, ties to the lower worker id.
     std::size_t w = workers;
@@ -107,11 +108,16 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     predictions.assign(labels.size(), 0);
     coefficients.assign(labels.size(), 0.0f);
     AverageLossCoefficients<float>({}, b, AverageLossDenominator(b, std::nullopt, 1), 1.0f, coefficients);
-    const BatchSegment segment{&s.pulled, 0, b, &grads, nullptr};
-    runner_.Run(images, labels, coefficients, losses, predictions, std::span(&segment, 1));
-    model_.AddRegularizationGradient(s.pulled, 1.0f, grads);
-    const float loss = ComputeAverageLoss<float>(losses, {}, AverageLossDenominator(b, std::nullopt, 1)) +
-                       model_.RegularizationLoss(s.pulled);
+    float loss = 0.0f;
+    if (options_.math == MathMode::kExact) {
+      loss = runner_.ExactGradient(s.pulled, images, labels, coefficients, losses, predictions, words, grads);
+    } else {
+      const BatchSegment segment{&s.pulled, 0, b, &grads, nullptr};
+      runner_.Run(images, labels, coefficients, losses, predictions, std::span(&segment, 1));
+      model_.AddRegularizationGradient(s.pulled, 1.0f, grads);
+      loss = ComputeAverageLoss<float>(losses, {}, AverageLossDenominator(b, std::nullopt, 1)) +
+             model_.RegularizationLoss(s.pulled);
+    }
     worker_accuracy_[w].UpdateState(labels, predictions);
 
     // Push: each parameter server applies the gradients of its variables.

@@ -45,6 +45,7 @@ struct ParameterServerOptions {
   double device_flops_per_second = 100e9;
   double flops_per_example = 0;            // of one training example, forward and backward
   LinkParameters link;                     // worker <-> parameter server transfers
+  MathMode math = MathMode::kFast;         // exact: each worker's gradient is BatchRunner::ExactGradient
 };
 
 /// One applied update.

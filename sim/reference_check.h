@@ -36,6 +36,7 @@ struct VariableCheck {
   double max_bound_fraction = 0;  // max |d - r| / bound over elements (infinite if bound 0 and d != r)
   double scale = 1;               // least-squares factor s minimizing |d - s*r|: "d is s times r"
   bool within_bound = true;
+  std::int64_t values_differing = 0;  // elements whose bits differ from the reference's
 };
 
 /// Compares `distributed` with `reference` element by element; `magnitudes[i]` is
@@ -45,13 +46,18 @@ VariableCheck CompareWithBound(std::string name, std::span<const float> distribu
                                std::span<const float> reference, std::span<const float> magnitudes,
                                double additions);
 
+/// Exact mode's comparison: equal means bit for bit (within_bound is set to
+/// "every element has the reference's bits"; +0 and -0 differ here).
+VariableCheck CompareBitwise(std::string name, std::span<const float> distributed, std::span<const float> reference);
+
 /// Every variable of one step, and the loss.
 struct StepCheck {
   std::int64_t step = 0;
   std::vector<VariableCheck> variables;
   VariableCheck loss;
   bool per_example_values_identical = true;  // the per-example losses matched bit for bit
-  bool within_bound = true;                  // every variable and the loss
+  bool exact = false;                        // exact mode: the check is bitwise equality
+  bool within_bound = true;                  // every variable and the loss (exact: bitwise equal)
   double max_abs_diff = 0, max_bound_fraction = 0;
   std::int64_t max_ulp = 0;
   std::string explanation;  // a sentence saying why it failed (empty when it passed)

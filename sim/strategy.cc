@@ -23,8 +23,17 @@ constexpr NameTable<LossDenominator, 3> kDenominators = {{
     {"per-replica", LossDenominator::kPerReplica},
 }};
 
+constexpr NameTable<RegularizationSplit, 2> kSplits = {{
+    {"tf", RegularizationSplit::kTf},
+    {"exact", RegularizationSplit::kExact},
+}};
+
 }  // namespace
 
+StatusOr<RegularizationSplit> ParseRegularizationSplit(std::string_view name) {
+  return ParseEnumName(name, kSplits, "regularization split");
+}
+std::string_view RegularizationSplitName(RegularizationSplit split) { return EnumName(split, kSplits); }
 StatusOr<StrategyKind> ParseStrategy(std::string_view name) { return ParseEnumName(name, kStrategies, "strategy"); }
 std::string_view StrategyName(StrategyKind kind) { return EnumName(kind, kStrategies); }
 StatusOr<Convention> ParseConvention(std::string_view name) { return ParseEnumName(name, kConventions, "convention"); }

@@ -39,6 +39,14 @@ enum class LossDenominator {
 StatusOr<LossDenominator> ParseLossDenominator(std::string_view name);
 std::string_view LossDenominatorName(LossDenominator denominator);
 
+/// How the regularization loss is shared among the replicas (docs/exact.md).
+enum class RegularizationSplit {
+  kTf,     // scale_regularization_loss: every replica adds r / N (inexact when N is not a power of two)
+  kExact,  // replica 0 adds r, the others nothing: the total is exactly r for any N
+};
+StatusOr<RegularizationSplit> ParseRegularizationSplit(std::string_view name);
+std::string_view RegularizationSplitName(RegularizationSplit split);
+
 /// The denominator replica r uses: `local_batch` examples on this replica,
 /// `global_batch_size` the configured global batch, `num_replicas` in sync.
 std::int64_t ReplicaDenominator(LossDenominator rule, std::int64_t local_batch, std::int64_t global_batch_size,

@@ -37,6 +37,18 @@ float LearningRateFor(const TrainConfig& config, float default_rate, std::int64_
 
 // The configuration that must match for a checkpoint to be resumed.
 std::map<std::string, std::string> RunIdentity(const TrainConfig& config) {
+  // In exact mode a run's numbers do not depend on how the global batch is spread
+  // over replicas, workers or chunks, so neither does its identity: a checkpoint of
+  // 3 mirrored replicas is byte-identical to one device's, and resumes on any N.
+  if (config.cluster.math == MathMode::kExact)
+    return {
+        {"dtlab.model", config.model},
+        {"dtlab.optimizer", config.optimizer},
+        {"dtlab.global_batch", std::to_string(config.global_batch_size())},
+        {"dtlab.seed", std::to_string(config.seed)},
+        {"dtlab.shuffle_buffer", std::to_string(config.shuffle_buffer)},
+        {"dtlab.math", "exact"},
+    };
   return {
       {"dtlab.model", config.model},
       {"dtlab.optimizer", config.optimizer},
@@ -59,7 +71,7 @@ struct TestMetrics {
 // The tutorial's test_step over the whole test set: Mean of per-example losses,
 // SparseCategoricalAccuracy, batch by batch.
 TestMetrics EvaluateTestSet(BatchRunner& runner, const ParameterList<float>& params, const ImageDataset& test,
-                            std::int64_t batch_size) {
+                            std::int64_t batch_size, MathMode math) {
   Pipeline pipeline(test.count);
   (void)pipeline.Batch(batch_size);  // batch_size >= 1 was validated
   MeanMetric loss;
@@ -71,7 +83,7 @@ TestMetrics EvaluateTestSet(BatchRunner& runner, const ParameterList<float>& par
     GatherBatch(test, batch, images, labels);
     losses.resize(labels.size());
     predictions.resize(labels.size());
-    runner.Evaluate(params, images, labels, losses, predictions);
+    runner.Evaluate(params, images, labels, losses, predictions, math);
     loss.UpdateState(losses);
     accuracy.UpdateState(labels, predictions);
   }
@@ -188,6 +200,8 @@ Status TrainConfig::Validate() const {
 
 void ReferenceCheckSummary::Add(const StepCheck& check) {
   ++steps_checked;
+  exact = check.exact;
+  per_step.push_back({check.step, check.within_bound, check.max_ulp});
   max_abs_diff = std::max(max_abs_diff, check.max_abs_diff);
   max_bound_fraction = std::max(max_bound_fraction, check.max_bound_fraction);
   max_ulp = std::max(max_ulp, check.max_ulp);
@@ -265,6 +279,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     options.device_flops_per_second = config.device_flops_per_second;
     options.flops_per_example = flops_per_example;
     options.link = config.link;
+    options.math = config.cluster.math;
     DTLAB_ASSIGN_OR_RETURN(auto made, ParameterServerCluster::Create(*model, options, config.optimizer,
                                                                      optimizer_options, state.params, config.chunk_size));
     servers = made.get();
@@ -437,7 +452,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
                              "; this is a bug in dtlab, please report it");
 
     observer->OnEvaluating();
-    const TestMetrics test = EvaluateTestSet(evaluator, engine->variables(), data.test, global_batch);
+    const TestMetrics test = EvaluateTestSet(evaluator, engine->variables(), data.test, global_batch, config.cluster.math);
     EpochReport epoch_report;
     epoch_report.epoch = state.epoch + 1;
     epoch_report.learning_rate = learning_rate;
@@ -526,7 +541,13 @@ StatusOr<EvalReport> EvaluateCheckpoint(const std::string& checkpoint_dir, const
     batch_size = it == checkpoint.metadata.end() ? 64 : std::max<std::int64_t>(1, std::atoll(it->second.c_str()));
   }
   BatchRunner runner(*model);
-  const TestMetrics test_metrics = EvaluateTestSet(runner, *params, test, batch_size);
+  auto math = checkpoint.metadata.find("dtlab.math");
+  const MathMode mode = math != checkpoint.metadata.end() && math->second == "exact" ? MathMode::kExact : MathMode::kFast;
+  if (batch_size <= 0 && mode == MathMode::kExact) {
+    auto it = checkpoint.metadata.find("dtlab.global_batch");
+    batch_size = it == checkpoint.metadata.end() ? 64 : std::max<std::int64_t>(1, std::atoll(it->second.c_str()));
+  }
+  const TestMetrics test_metrics = EvaluateTestSet(runner, *params, test, batch_size, mode);
   EvalReport report;
   report.checkpoint = *latest;
   report.model = model->name();

@@ -93,6 +93,13 @@ struct ReferenceCheckSummary {
   bool per_example_values_identical = true;
   std::int64_t first_failed_step = -1;
   std::string first_failure;  // the explanation of the first failed step, in words
+  bool exact = false;         // exact mode: passing means bitwise equal
+  struct StepVerdict {
+    std::int64_t step = 0;
+    bool passed = true;       // within the bound (fast) or bitwise equal (exact)
+    std::int64_t max_ulp = 0;
+  };
+  std::vector<StepVerdict> per_step;
   void Add(const StepCheck& check);
 };
 

@@ -1,0 +1,256 @@
+#include "core/ordered_gemm.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+// Why every path gives the same bits: the vector code runs one output column per
+// lane, so each lane performs exactly the scalar chain acc = fma(A(i,k), B[k][j], acc)
+// for k ascending, starting from +0 (not from A(i,0)*B[0][j], which would differ when
+// that product is -0). No sum is ever split or reassociated. Blocking over k only
+// stores the float accumulator into C and loads it back for the next k block, which
+// is the same float the chain would carry in a register.
+
+namespace dtlab {
+namespace {
+
+// One instruction set's vector of `kLanes` floats. A masked vector is the last one of
+// a row of C, where fewer than kLanes columns remain: its lanes past the end are
+// neither loaded (no fault past the end of B or C) nor stored.
+#if defined(__AVX512F__)
+struct Simd {
+  using Vec = __m512;
+  using Mask = __mmask16;
+  static constexpr int kLanes = 16;
+  // Tile shapes (rows x vectors) that fit the 32 vector registers: accumulators
+  // plus one register per vector of B; the A value is an embedded broadcast.
+  static constexpr int kMaxVectors = 4;
+  static constexpr int RowsFor(int vectors) { return vectors == 4 ? 6 : vectors == 3 ? 8 : 12; }
+  static Vec Zero() { return _mm512_setzero_ps(); }
+  static Vec Broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static Vec Load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec LoadMasked(const float* p, Mask mask) { return _mm512_maskz_loadu_ps(mask, p); }
+  static void Store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static void StoreMasked(float* p, Vec v, Mask mask) { _mm512_mask_storeu_ps(p, mask, v); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Mask FirstLanes(int count) { return static_cast<Mask>((1u << count) - 1u); }
+};
+#elif defined(__AVX2__) && defined(__FMA__)
+struct Simd {
+  using Vec = __m256;
+  using Mask = __m256i;
+  static constexpr int kLanes = 8;
+  // 16 registers: 12 accumulators, the vectors of B and the broadcast A value.
+  static constexpr int kMaxVectors = 2;
+  static constexpr int RowsFor(int vectors) { return vectors == 2 ? 6 : 8; }
+  static Vec Zero() { return _mm256_setzero_ps(); }
+  static Vec Broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static Vec Load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec LoadMasked(const float* p, Mask mask) { return _mm256_maskload_ps(p, mask); }
+  static void Store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+  static void StoreMasked(float* p, Vec v, Mask mask) { _mm256_maskstore_ps(p, mask, v); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Mask FirstLanes(int count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+#else
+// Portable fallback: a "vector" is one float and std::fma is the chain step (in
+// software where the target has no FMA instruction: slow, but the same bits).
+struct Simd {
+  using Vec = float;
+  using Mask = int;
+  static constexpr int kLanes = 1;
+  static constexpr int kMaxVectors = 4;
+  static constexpr int RowsFor(int /*vectors*/) { return 4; }
+  static Vec Zero() { return 0.0f; }
+  static Vec Broadcast(const float* p) { return *p; }
+  static Vec Load(const float* p) { return *p; }
+  static Vec LoadMasked(const float* p, Mask /*mask*/) { return *p; }
+  static void Store(float* p, Vec v) { *p = v; }
+  static void StoreMasked(float* p, Vec v, Mask /*mask*/) { *p = v; }
+  static Vec Fma(Vec a, Vec b, Vec c) { return std::fma(a, b, c); }
+  static Mask FirstLanes(int count) { return count; }
+};
+#endif
+
+using Vec = Simd::Vec;
+using Mask = Simd::Mask;
+constexpr int kLanes = Simd::kLanes;
+constexpr int kMaxRows = Simd::RowsFor(1);
+
+// How A(i, k) is addressed. Column-major (unit row stride: the rows of one k are
+// adjacent) needs one pointer for the whole tile; row-major (unit column stride)
+// one per row, indexed by k; anything else the general form.
+enum class ALayout { kColumnMajor, kRowMajor, kStrided };
+
+struct TileArgs {
+  std::int64_t k;  // chain steps in this k block
+  const float* a;  // A(i0, k0)
+  std::int64_t a_row_stride, a_col_stride;
+  const float* b;  // B[k0][j0]
+  std::int64_t ldb;
+  float* c;  // C[i0][j0]
+  std::int64_t ldc;
+  Mask last_mask;   // lanes of the last vector that are inside C (when kMasked)
+  bool accumulate;  // continue the chains from C (a later k block) instead of +0
+};
+
+// C[i0 .. i0+kRows) x [j0 .. j0 + kVectors vectors) in registers, kRows x kVectors
+// independent chains per lane: each k step loads kVectors vectors of row k of B and
+// broadcasts kRows values of A.
+template <int kRows, int kVectors, bool kMasked, ALayout kLayout>
+void Tile(const TileArgs& t) {
+  Vec acc[kRows][kVectors];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      const float* p = t.c + r * t.ldc + v * kLanes;
+      if (!t.accumulate)
+        acc[r][v] = Simd::Zero();
+      else if (kMasked && v == kVectors - 1)
+        acc[r][v] = Simd::LoadMasked(p, t.last_mask);
+      else
+        acc[r][v] = Simd::Load(p);
+    }
+  }
+
+  const float* a_rows[kRows];
+  for (int r = 0; r < kRows; ++r) a_rows[r] = t.a + r * t.a_row_stride;
+  const float* a = t.a;
+  const float* b = t.b;
+  for (std::int64_t kk = 0; kk < t.k; ++kk) {
+    Vec bv[kVectors];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v)
+      bv[v] =
+          (kMasked && v == kVectors - 1) ? Simd::LoadMasked(b + v * kLanes, t.last_mask) : Simd::Load(b + v * kLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      const float* ap = kLayout == ALayout::kColumnMajor ? a + r
+                        : kLayout == ALayout::kRowMajor  ? a_rows[r] + kk
+                                                         : a_rows[r] + kk * t.a_col_stride;
+      const Vec av = Simd::Broadcast(ap);
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) acc[r][v] = Simd::Fma(av, bv[v], acc[r][v]);
+    }
+    a += t.a_col_stride;
+    b += t.ldb;
+  }
+
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      float* p = t.c + r * t.ldc + v * kLanes;
+      if (kMasked && v == kVectors - 1)
+        Simd::StoreMasked(p, acc[r][v], t.last_mask);
+      else
+        Simd::Store(p, acc[r][v]);
+    }
+  }
+}
+
+using TileFunction = void (*)(const TileArgs&);
+
+// kTiles[layout][masked][vectors - 1][rows - 1]; null where the tile would not fit
+// in registers (never requested).
+template <int kVectors, bool kMasked, ALayout kLayout, int... kRowsMinusOne>
+constexpr std::array<TileFunction, kMaxRows> RowTable(std::integer_sequence<int, kRowsMinusOne...>) {
+  return {
+      (kRowsMinusOne < Simd::RowsFor(kVectors) ? &Tile<kRowsMinusOne + 1, kVectors, kMasked, kLayout> : nullptr)...};
+}
+template <bool kMasked, ALayout kLayout, int... kVectorsMinusOne>
+constexpr std::array<std::array<TileFunction, kMaxRows>, Simd::kMaxVectors> VectorTable(
+    std::integer_sequence<int, kVectorsMinusOne...>) {
+  return {RowTable<kVectorsMinusOne + 1, kMasked, kLayout>(std::make_integer_sequence<int, kMaxRows>())...};
+}
+template <ALayout kLayout>
+constexpr std::array<std::array<std::array<TileFunction, kMaxRows>, Simd::kMaxVectors>, 2> MaskTable() {
+  constexpr auto vectors = std::make_integer_sequence<int, Simd::kMaxVectors>();
+  return {VectorTable<false, kLayout>(vectors), VectorTable<true, kLayout>(vectors)};
+}
+constexpr std::array<std::array<std::array<std::array<TileFunction, kMaxRows>, Simd::kMaxVectors>, 2>, 3> kTiles = {
+    MaskTable<ALayout::kColumnMajor>(), MaskTable<ALayout::kRowMajor>(), MaskTable<ALayout::kStrided>()};
+
+// Vectors per panel of C: the widest tile, unless a narrower one divides the
+// columns into full panels (n = 288 is 18 vectors: six panels of 3, not 4+4+4+4+2).
+int PanelVectors(std::int64_t column_vectors) {
+  if (column_vectors <= Simd::kMaxVectors) return static_cast<int>(column_vectors);
+  for (int v = Simd::kMaxVectors; v >= std::max(2, Simd::kMaxVectors - 1); --v)
+    if (column_vectors % v == 0) return v;
+  return Simd::kMaxVectors;
+}
+
+// Chain steps per k block: the panel of B one block reads (k x panel width) stays in
+// the level-2 cache while every row tile of C streams past it. Blocks are of equal
+// size so that no block is a sliver.
+constexpr std::int64_t kMaxKBlock = 512;
+
+}  // namespace
+
+void OrderedGemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
+                 std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  const ALayout layout = a_row_stride == 1   ? ALayout::kColumnMajor
+                         : a_col_stride == 1 ? ALayout::kRowMajor
+                                             : ALayout::kStrided;
+  const auto& tiles = kTiles[static_cast<int>(layout)];
+  const int panel_vectors = PanelVectors((n + kLanes - 1) / kLanes);
+  const std::int64_t panel_columns = std::int64_t{panel_vectors} * kLanes;
+  const int tile_rows = Simd::RowsFor(panel_vectors);
+  const std::int64_t k_blocks = (k + kMaxKBlock - 1) / kMaxKBlock;
+  const std::int64_t k_block = (k + k_blocks - 1) / k_blocks;
+
+  // Panels of C outermost within a k block: one panel of B (k_block x panel width)
+  // serves every row tile, and A is broadcast straight from its strides (no packing:
+  // on the model's shapes packing A would cost as much as the k = 9 product itself).
+  for (std::int64_t k0 = 0; k0 < k; k0 += k_block) {
+    TileArgs t;
+    t.k = std::min(k_block, k - k0);
+    t.a_row_stride = a_row_stride;
+    t.a_col_stride = a_col_stride;
+    t.ldb = ldb;
+    t.ldc = ldc;
+    t.accumulate = k0 > 0;
+    for (std::int64_t j0 = 0; j0 < n; j0 += panel_columns) {
+      const std::int64_t columns = std::min(panel_columns, n - j0);
+      const int vectors = static_cast<int>((columns + kLanes - 1) / kLanes);
+      const int tail = static_cast<int>(columns - std::int64_t{vectors - 1} * kLanes);
+      const bool masked = tail < kLanes;
+      t.last_mask = Simd::FirstLanes(tail);
+      const auto& row_tiles = tiles[masked][vectors - 1];
+      t.b = b + k0 * ldb + j0;
+      for (std::int64_t i0 = 0; i0 < m; i0 += tile_rows) {
+        const int rows = static_cast<int>(std::min<std::int64_t>(tile_rows, m - i0));
+        t.a = a + i0 * a_row_stride + k0 * a_col_stride;
+        t.c = c + i0 * ldc + j0;
+        row_tiles[rows - 1](t);
+      }
+    }
+  }
+}
+
+void OrderedGemmReference(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
+                          std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (std::int64_t kk = 0; kk < k; ++kk)
+        acc = std::fma(a[i * a_row_stride + kk * a_col_stride], b[kk * ldb + j], acc);
+      c[i * ldc + j] = acc;
+    }
+}
+
+}  // namespace dtlab

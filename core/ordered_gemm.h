@@ -1,0 +1,29 @@
+// Ordered matrix products: every output element is one chain of fused
+// multiply-adds in ascending k, whatever the matrix sizes, the blocking or the
+// instruction set:
+//     C[i][j] = fma(A(i,K-1), B[K-1][j], ... fma(A(i,1), B[1][j], fma(A(i,0), B[0][j], 0)) ...)
+// (each fma rounded once, IEEE 754 fusedMultiplyAdd). So an example's forward and
+// backward values do not depend on the batch it sits in, and a CUDA kernel that
+// runs the same chain (__fmaf_rn) gets the same bits. This is exact mode's matrix
+// product (docs/exact.md); fast mode uses Eigen's GEMM, whose summation order
+// depends on its blocking.
+//
+// Thread safety: pure functions of their inputs.
+#pragma once
+
+#include <cstdint>
+
+namespace dtlab {
+
+/// C (m x n, row-major, leading dimension ldc) = A * B with A(i, k) at
+/// a[i * a_row_stride + k * a_col_stride] and B (k x n) row-major with leading
+/// dimension ldb. C is overwritten; with k == 0 it is zero. C must not overlap A or B.
+void OrderedGemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
+                 std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
+
+/// The same chain, one element at a time in plain C++ with std::fma: the
+/// definition OrderedGemm must match bit for bit (tests use it).
+void OrderedGemmReference(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
+                          std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
+
+}  // namespace dtlab

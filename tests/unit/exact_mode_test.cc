@@ -1,0 +1,344 @@
+// Exact mode (docs/exact.md): N replicas give the bits one device gives on the global
+// batch, for any N, any split of the batch (short and empty replicas, both rebatch
+// rules), sample weights, chunk size and thread count; and fast mode stays within
+// its bound for the same random clusters.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+#include <tbb/global_control.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "core/batch.h"
+#include "core/loss.h"
+#include "core/metrics.h"
+#include "core/mnist.h"
+#include "core/model.h"
+#include "sim/batch_runner.h"
+#include "sim/cluster.h"
+#include "sim/collectives.h"
+#include "sim/distributed_input.h"
+
+namespace dtlab {
+namespace {
+
+bool SameBits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+}
+
+std::vector<float> Flatten(const ParameterList<float>& params) {
+  std::vector<float> flat;
+  for (const auto& p : params) flat.insert(flat.end(), p.data(), p.data() + p.size());
+  return flat;
+}
+
+// A model on a small synthetic data set, sized so that 64 replicas' accumulators fit.
+struct Lab {
+  ImageDataset data;
+  std::unique_ptr<Sequential<float>> model;
+  ParameterList<float> params;
+  Lab(const std::string& name, std::int64_t side, std::int64_t count, std::uint64_t seed)
+      : data(MakeSyntheticDataset(count, side, side, 5, seed)),
+        model(std::move(MakeModel<float>(name, {side, side, 1}, 5)).value()),
+        params(model->InitialParameters(seed)) {}
+};
+
+// The RapidCheck generators' cluster: which model, N, the batch, its split.
+struct RandomStep {
+  std::string model;
+  std::int32_t replicas;
+  std::int64_t global_batch, batch;  // batch <= global_batch: a short final batch
+  RebatchRule rule;
+  bool weighted;
+  std::int64_t chunk;
+};
+
+rc::Gen<RandomStep> GenStep(std::int32_t max_replicas) {
+  return rc::gen::exec([max_replicas] {
+    RandomStep s;
+    s.model = *rc::gen::element<std::string>("linear", "linear", "mnist-cnn", "seed-cnn");
+    const std::int32_t cap = s.model == "linear" ? max_replicas : s.model == "mnist-cnn" ? 8 : 4;
+    s.replicas = *rc::gen::inRange<std::int32_t>(1, cap + 1);
+    s.global_batch = *rc::gen::inRange<std::int64_t>(1, 3 * s.replicas + 6);
+    s.batch = *rc::gen::inRange<std::int64_t>(1, s.global_batch + 1);
+    s.rule = *rc::gen::element(RebatchRule::kV2, RebatchRule::kLegacy);
+    s.weighted = *rc::gen::arbitrary<bool>();
+    s.chunk = *rc::gen::element<std::int64_t>(1, 3, 16);
+    return s;
+  });
+}
+
+// Replicas run the step on their shares (compute_average_loss with sample weights
+// and the global batch as denominator, as the tutorial), all-reduce the accumulator
+// words, and round; the reference runs the whole batch as one device.
+RC_GTEST_PROP(ExactMode, ReplicasEqualOneDeviceBitwise, ()) {
+  const RandomStep s = *GenStep(64);
+  const std::int64_t side = s.model == "seed-cnn" ? 10 : 6;
+  Lab setup(s.model, side, s.batch, 3);
+  std::vector<std::int64_t> batch(static_cast<std::size_t>(s.batch));
+  std::iota(batch.begin(), batch.end(), 0);
+  Tensor<float> images;
+  std::vector<std::int32_t> labels;
+  GatherBatch(setup.data, batch, images, labels);
+  std::vector<float> weights;
+  if (s.weighted)
+    for (std::int64_t i = 0; i < s.batch; ++i) weights.push_back(*rc::gen::element(0.0f, 0.5f, 1.0f, 2.0f, 0.3f));
+
+  // The replicas.
+  const auto split = SplitBatch(batch, s.global_batch, s.replicas, s.rule);
+  std::vector<float> coefficients(batch.size()), losses(batch.size());
+  std::vector<std::int32_t> predictions(batch.size());
+  const auto words_per_replica = static_cast<std::size_t>(setup.model->num_parameter_values() * kExactWords);
+  std::vector<std::vector<std::int64_t>> words(split.size(), std::vector<std::int64_t>(words_per_replica));
+  std::vector<ExactSegment> segments;
+  std::vector<ExactMeanMetric> metrics(split.size());
+  std::vector<ExactSum> loss_sums(split.size());
+  std::int64_t begin = 0;
+  for (std::size_t r = 0; r < split.size(); ++r) {
+    const auto count = static_cast<std::int64_t>(split[r].size());
+    const auto mine = [&](auto& v) { return std::span(v).subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(count)); };
+    AverageLossCoefficients<float>(s.weighted ? std::span<const float>(mine(weights)) : std::span<const float>(), count,
+                                   s.global_batch, 1.0f, mine(coefficients));
+    segments.push_back({&setup.params, begin, count, words[r]});
+    begin += count;
+  }
+  BatchRunner runner(*setup.model, s.chunk);
+  runner.RunExact(images, labels, coefficients, losses, predictions, segments);
+  begin = 0;
+  for (std::size_t r = 0; r < split.size(); ++r) {
+    const auto count = static_cast<std::size_t>(split[r].size());
+    for (std::size_t i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(begin) + count; ++i)
+      loss_sums[r].AddProduct(coefficients[i], losses[i]);
+    metrics[r].UpdateState(std::span(losses).subspan(static_cast<std::size_t>(begin), count),
+                           s.weighted ? std::span<const float>(weights).subspan(static_cast<std::size_t>(begin), count)
+                                      : std::span<const float>());
+    begin += static_cast<std::int64_t>(count);
+  }
+  std::vector<std::span<std::int64_t>> buffers(words.begin(), words.end());
+  CollectiveOptions options;
+  options.algorithm = *rc::gen::elementOf(kAllReduceAlgorithms);
+  if (options.algorithm == AllReduceAlgorithm::kHierarchical) options.replicas_per_worker = 1;
+  AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
+  std::vector<float> distributed(static_cast<std::size_t>(setup.model->num_parameter_values()));
+  ExactToFloats(words[split.size() - 1], distributed);  // any replica: all hold the same words
+  ExactSum distributed_loss;
+  ExactMeanMetric distributed_metric;
+  for (std::size_t r = 0; r < split.size(); ++r) {
+    distributed_loss.Merge(loss_sums[r]);
+    distributed_metric.Merge(metrics[r]);
+  }
+
+  // One device.
+  std::vector<float> reference_coefficients(batch.size()), reference_losses(batch.size());
+  std::vector<std::int32_t> reference_predictions(batch.size());
+  AverageLossCoefficients<float>(weights, s.batch, s.global_batch, 1.0f, reference_coefficients);
+  std::vector<std::int64_t> reference_words(words_per_replica);
+  const ExactSegment whole{&setup.params, 0, s.batch, reference_words};
+  BatchRunner one_device(*setup.model, 16);
+  one_device.RunExact(images, labels, reference_coefficients, reference_losses, reference_predictions,
+                      std::span(&whole, 1));
+  std::vector<float> reference(distributed.size());
+  ExactToFloats(reference_words, reference);
+  ExactSum reference_loss;
+  for (std::size_t i = 0; i < batch.size(); ++i) reference_loss.AddProduct(reference_coefficients[i], reference_losses[i]);
+  ExactMeanMetric reference_metric;
+  reference_metric.UpdateState(reference_losses, weights);
+
+  RC_ASSERT(SameBits(losses, reference_losses));
+  RC_ASSERT(predictions == reference_predictions);
+  RC_ASSERT(SameBits(distributed, reference));
+  ExactNormalizeAll(words[0]);
+  ExactNormalizeAll(reference_words);
+  RC_ASSERT(words[0] == reference_words);
+  RC_ASSERT(distributed_loss == reference_loss);
+  RC_ASSERT(distributed_metric.total() == reference_metric.total());
+  RC_ASSERT(distributed_metric.count() == reference_metric.count());
+  const float a = distributed_metric.Result(), b = reference_metric.Result();
+  RC_ASSERT(SameBits(std::span(&a, 1), std::span(&b, 1)));
+}
+
+// The same through the real strategy code: Cluster::TrainStep in exact mode checks
+// itself bitwise against one device, and a few steps keep every replica's weights
+// equal to a one-device run's. Default denominator: equal when every replica is
+// full (it then equals the global batch), as TF's.
+RC_GTEST_PROP(ExactMode, ClusterStepsEqualOneDeviceRun, ()) {
+  const RandomStep s = *GenStep(24);
+  const std::int64_t side = s.model == "seed-cnn" ? 10 : 6;
+  const std::int64_t total = 2 * s.global_batch;
+  Lab setup(s.model, side, total, 4);
+  ClusterConfig config;
+  config.math = MathMode::kExact;
+  config.replicas = s.replicas;
+  config.strategy = s.replicas == 1 ? StrategyKind::kOneDevice
+                                    : *rc::gen::element(StrategyKind::kMirrored, StrategyKind::kCentralStorage,
+                                                        StrategyKind::kTpu, StrategyKind::kMultiWorkerMirrored);
+  if (config.strategy == StrategyKind::kMultiWorkerMirrored && s.replicas % 2 == 0) config.workers = 2;
+  config.all_reduce = *rc::gen::elementOf(kAllReduceAlgorithms);
+  config.check_reference = true;
+  const bool full = s.global_batch % s.replicas == 0;
+  config.denominator = full && *rc::gen::arbitrary<bool>() ? LossDenominator::kDefault : LossDenominator::kGlobal;
+  ClusterConfig one = config;
+  one.replicas = 1, one.workers = 1, one.strategy = StrategyKind::kOneDevice, one.check_reference = false;
+  auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, s.chunk)).value();
+  auto single = std::move(Cluster::Create(*setup.model, one, "adam", {}, setup.params, 16)).value();
+  for (std::int64_t step = 0; step < 2; ++step) {
+    std::vector<std::int64_t> batch(static_cast<std::size_t>(s.global_batch));
+    std::iota(batch.begin(), batch.end(), step * s.global_batch);
+    const auto split = SplitBatch(batch, s.global_batch, s.replicas, s.rule);
+    const StepResult r = std::move(cluster->TrainStep(setup.data, split, s.global_batch, 1e-3f, step)).value();
+    const StepResult o = std::move(single->TrainStep(setup.data, {batch}, s.global_batch, 1e-3f, step)).value();
+    RC_ASSERT(r.check.has_value());
+    RC_ASSERT(r.check->within_bound);
+    RC_ASSERT(r.check->max_ulp == 0);
+    RC_ASSERT(SameBits(std::span(&r.loss, 1), std::span(&o.loss, 1)));
+  }
+  RC_ASSERT(cluster->ReplicasInSync());
+  RC_ASSERT(SameBits(Flatten(cluster->variables()), Flatten(single->variables())));
+  const auto a = cluster->MergedAccuracy().state(), b = single->MergedAccuracy().state();
+  RC_ASSERT(a.total() == b.total() && a.count() == b.count());
+}
+
+// Fast mode on the same random clusters: never bitwise promised, always within the
+// rigorous bound (reference_check.h), the error reported in ULPs.
+RC_GTEST_PROP(FastMode, ErrorAlwaysWithinItsBound, ()) {
+  const RandomStep s = *GenStep(24);
+  const std::int64_t side = s.model == "seed-cnn" ? 10 : 6;
+  Lab setup(s.model, side, s.global_batch, 6);
+  ClusterConfig config;
+  config.replicas = s.replicas;
+  config.strategy = s.replicas == 1 ? StrategyKind::kOneDevice : StrategyKind::kMirrored;
+  config.all_reduce = *rc::gen::elementOf(kAllReduceAlgorithms);
+  config.check_reference = true;
+  auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, s.chunk)).value();
+  std::vector<std::int64_t> batch(static_cast<std::size_t>(s.batch));
+  std::iota(batch.begin(), batch.end(), 0);
+  const StepResult r = std::move(cluster->TrainStep(setup.data, SplitBatch(batch, s.global_batch, s.replicas, s.rule),
+                                                    s.global_batch, 1e-3f, 0)).value();
+  RC_ASSERT(r.check.has_value());
+  RC_ASSERT(r.check->within_bound);
+  RC_ASSERT(r.check->max_bound_fraction <= 1.0);
+}
+
+// Some runs with hundreds of replicas: 1024 replicas of the linear model.
+TEST(ExactMode, ThousandReplicasEqualOneDevice) {
+  Lab setup("linear", 4, 1500, 9);
+  for (const std::int64_t global_batch : {1024, 1500, 700}) {
+    ClusterConfig config;
+    config.math = MathMode::kExact;
+    config.strategy = StrategyKind::kMirrored;
+    config.replicas = 1024;
+    config.check_reference = true;
+    auto cluster = std::move(Cluster::Create(*setup.model, config, "sgd", {}, setup.params, 16)).value();
+    std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch));
+    std::iota(batch.begin(), batch.end(), 0);
+    const StepResult r = std::move(cluster->TrainStep(setup.data, SplitBatch(batch, global_batch, 1024, RebatchRule::kV2),
+                                                      global_batch, 0.1f, 0)).value();
+    ASSERT_TRUE(r.check.has_value());
+    EXPECT_TRUE(r.check->within_bound) << global_batch << ": " << r.check->explanation;
+    EXPECT_EQ(r.check->max_ulp, 0);
+  }
+}
+
+// Results never depend on the thread count or the chunk size in exact mode.
+TEST(ExactMode, IndependentOfThreadsAndChunkSize) {
+  Lab setup("seed-cnn", 28, 40, 2);
+  std::vector<std::int64_t> batch(40);
+  std::iota(batch.begin(), batch.end(), 0);
+  Tensor<float> images;
+  std::vector<std::int32_t> labels;
+  GatherBatch(setup.data, batch, images, labels);
+  std::vector<float> coefficients(40, 1.0f / 40);
+  std::vector<float> first;
+  for (const int threads : {1, 2, 4})
+    for (const std::int64_t chunk : {1, 5, 16, 64}) {
+      tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+      BatchRunner runner(*setup.model, chunk);
+      std::vector<float> losses(40);
+      std::vector<std::int32_t> predictions(40);
+      std::vector<std::int64_t> words;
+      ParameterList<float> grads = setup.model->ZeroParameters();
+      const float loss = runner.ExactGradient(setup.params, images, labels, coefficients, losses, predictions, words, grads);
+      std::vector<float> all = Flatten(grads);
+      all.push_back(loss);
+      all.insert(all.end(), losses.begin(), losses.end());
+      if (first.empty()) first = all;
+      EXPECT_TRUE(SameBits(all, first)) << threads << " threads, chunk " << chunk;
+    }
+}
+
+// Honest about TF's scale_regularization_loss: with 3 replicas each adds 1/3 of the
+// regularization gradient, rounded, and the sum of three roundings is not the
+// one-device value; the exact split is.
+TEST(ExactMode, RegularizationScaledByOneThirdIsNotExactButTheExactSplitIs) {
+  Lab setup("mnist-cnn", 6, 12, 5);
+  std::vector<std::int64_t> batch(12);
+  std::iota(batch.begin(), batch.end(), 0);
+  std::int64_t differing_tf = 0;
+  for (const RegularizationSplit split : {RegularizationSplit::kTf, RegularizationSplit::kExact}) {
+    for (const std::int32_t n : {2, 3, 4, 6}) {
+      ClusterConfig config;
+      config.math = MathMode::kExact;
+      config.strategy = StrategyKind::kMirrored;
+      config.replicas = n;
+      config.check_reference = true;
+      config.regularization_split = split;
+      auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+      const StepResult r = std::move(cluster->TrainStep(setup.data, SplitBatch(batch, 12, n, RebatchRule::kV2), 12,
+                                                        1e-3f, 0)).value();
+      const bool power_of_two = (n & (n - 1)) == 0;
+      if (split == RegularizationSplit::kExact || power_of_two) {
+        EXPECT_TRUE(r.check->within_bound) << n << " replicas: " << r.check->explanation;
+      } else {
+        EXPECT_FALSE(r.check->within_bound) << n << " replicas";
+        // The regularization term's last bits (l2 * 2w ~ 1e-5, errors ~1e-12) move
+        // some rounded totals by one ULP; not a wrong gradient. In ULPs it can look
+        // large where the data and regularization gradients nearly cancel.
+        EXPECT_LE(r.check->max_abs_diff, 1e-9);  // 1 ULP of a gradient element near 3e-3 is 2.3e-10
+        EXPECT_NE(r.check->explanation.find("not a power of two"), std::string::npos) << r.check->explanation;
+        for (const auto& v : r.check->variables) differing_tf += v.values_differing;
+      }
+    }
+  }
+  EXPECT_GT(differing_tf, 0);
+}
+
+// The classic pitfall still shows in exact mode, now as "N times", not a bound.
+TEST(ExactMode, PerReplicaDenominatorIsCaught) {
+  Lab setup("linear", 6, 8, 5);
+  ClusterConfig config;
+  config.math = MathMode::kExact;
+  config.strategy = StrategyKind::kMirrored;
+  config.replicas = 4;
+  config.check_reference = true;
+  config.denominator = LossDenominator::kPerReplica;
+  auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+  std::vector<std::int64_t> batch(8);
+  std::iota(batch.begin(), batch.end(), 0);
+  const StepResult r =
+      std::move(cluster->TrainStep(setup.data, SplitBatch(batch, 8, 4, RebatchRule::kV2), 8, 1e-3f, 0)).value();
+  EXPECT_FALSE(r.check->within_bound);
+  EXPECT_NE(r.check->explanation.find("4 times"), std::string::npos) << r.check->explanation;
+}
+
+// DDP's MEAN of per-replica means is exact when N is a power of two (the scaling by
+// N is exact) and the replicas are even.
+TEST(ExactMode, DdpEqualForPowerOfTwoEvenSplits) {
+  Lab setup("mnist-cnn", 6, 16, 5);
+  std::vector<std::int64_t> batch(16);
+  std::iota(batch.begin(), batch.end(), 0);
+  for (const std::int32_t n : {2, 4, 8}) {
+    ClusterConfig config;
+    config.math = MathMode::kExact;
+    config.strategy = StrategyKind::kMirrored;
+    config.convention = Convention::kDdp;
+    config.replicas = n;
+    config.check_reference = true;
+    auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+    const StepResult r =
+        std::move(cluster->TrainStep(setup.data, SplitBatch(batch, 16, n, RebatchRule::kV2), 16, 1e-3f, 0)).value();
+    EXPECT_TRUE(r.check->within_bound) << n << ": " << r.check->explanation;
+  }
+}
+
+}  // namespace
+}  // namespace dtlab

@@ -1,0 +1,321 @@
+// OrderedGemm (blocked, vectorized) against OrderedGemmReference (the scalar
+// definition): bit for bit, for any sizes, strides and values. Build this file with
+// -march=native (AVX-512), -march=x86-64-v3 (AVX2) and -march=x86-64 (portable,
+// software fma) to check that every path is the same chain.
+#include "core/ordered_gemm.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace dtlab {
+namespace {
+
+// Filled into C before a call: a C entry outside the m x n result must keep it.
+constexpr float kSentinel = -12345.5f;
+
+enum class Values {
+  kUniform,         // [-1, 1)
+  kMixedMagnitude,  // sign * 10^[-8, 8]: small terms vanish next to large ones, in an order-dependent way
+  kCancelling,      // mixed magnitudes, integers and their negations: partial sums cancel
+};
+
+// One product C = A * B with A(i, k) at a[i * a_row_stride + k * a_col_stride].
+struct Problem {
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t a_row_stride = 0, a_col_stride = 0, ldb = 0, ldc = 0;
+  std::vector<float> a, b;
+
+  float& A(std::int64_t i, std::int64_t kk) {
+    return a[static_cast<std::size_t>(i * a_row_stride + kk * a_col_stride)];
+  }
+  float& B(std::int64_t kk, std::int64_t j) { return b[static_cast<std::size_t>(kk * ldb + j)]; }
+
+  using Gemm = void (*)(std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, std::int64_t,
+                        const float*, std::int64_t, float*, std::int64_t);
+  // The whole C buffer (ldc per row, padding included) after `gemm`.
+  std::vector<float> Run(Gemm gemm) const {
+    std::vector<float> c(static_cast<std::size_t>(std::max<std::int64_t>(m * ldc, 1)), kSentinel);
+    gemm(m, n, k, a.data(), a_row_stride, a_col_stride, b.data(), ldb, c.data(), ldc);
+    return c;
+  }
+};
+
+enum class Layout { kRowMajor, kTransposed, kStrided };
+
+// A problem whose A has `layout` (kStrided: neither stride 1), with `pad` unused
+// floats after each row of A (or column, when transposed), B and C.
+Problem MakeProblem(std::int64_t m, std::int64_t n, std::int64_t k, Layout layout, std::int64_t pad) {
+  Problem p;
+  p.m = m, p.n = n, p.k = k;
+  switch (layout) {
+    case Layout::kRowMajor:
+      p.a_row_stride = k + pad, p.a_col_stride = 1;
+      break;
+    case Layout::kTransposed:
+      p.a_row_stride = 1, p.a_col_stride = m + pad;
+      break;
+    case Layout::kStrided:
+      p.a_row_stride = 2 * k + pad + 1, p.a_col_stride = 2;
+      break;
+  }
+  p.ldb = n + pad;
+  p.ldc = n + pad;
+  const std::int64_t a_size = m > 0 && k > 0 ? (m - 1) * p.a_row_stride + (k - 1) * p.a_col_stride + 1 : 0;
+  p.a.assign(static_cast<std::size_t>(std::max<std::int64_t>(a_size, 1)), 0.0f);
+  p.b.assign(static_cast<std::size_t>(std::max<std::int64_t>(k * p.ldb, 1)), 0.0f);
+  return p;
+}
+
+float Draw(std::mt19937_64& rng, Values values) {
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> exponent(-8.0f, 8.0f);
+  switch (values) {
+    case Values::kUniform:
+      return unit(rng);
+    case Values::kMixedMagnitude:
+      return unit(rng) * std::pow(10.0f, exponent(rng));
+    case Values::kCancelling: {
+      const auto pick = rng() % 4;
+      if (pick == 0) return 0.0f;
+      if (pick == 1) return static_cast<float>(static_cast<int>(rng() % 2001) - 1000);  // exact integers
+      return unit(rng) * std::pow(10.0f, exponent(rng));
+    }
+  }
+  return 0.0f;
+}
+
+// Fills A and B (padding included: it must not be read into C).
+void Fill(Problem& p, Values values, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (float& x : p.a) x = Draw(rng, values);
+  for (float& x : p.b) x = Draw(rng, values);
+  if (values == Values::kCancelling) {
+    // Rows of A that repeat an earlier row's value with the opposite sign a few
+    // steps later, so that large partial sums cancel and the small terms added
+    // before the cancellation decide the result.
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t kk = 3; kk < p.k; kk += 5) p.A(i, kk) = -p.A(i, kk - 3);
+  }
+}
+
+bool SameBits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// The first differing element, for a readable failure.
+std::string FirstDifference(const std::vector<float>& got, const std::vector<float>& want, std::int64_t ldc) {
+  for (std::size_t e = 0; e < got.size() && e < want.size(); ++e)
+    if (std::bit_cast<std::uint32_t>(got[e]) != std::bit_cast<std::uint32_t>(want[e]))
+      return "C[" + std::to_string(static_cast<std::int64_t>(e) / ldc) + "][" +
+             std::to_string(static_cast<std::int64_t>(e) % ldc) + "] = " + std::to_string(got[e]) + ", want " +
+             std::to_string(want[e]);
+  return got.size() == want.size() ? "none" : "sizes differ";
+}
+
+void ExpectSameAsReference(const Problem& p) {
+  const std::vector<float> got = p.Run(&OrderedGemm), want = p.Run(&OrderedGemmReference);
+  EXPECT_TRUE(SameBits(got, want)) << "m=" << p.m << " n=" << p.n << " k=" << p.k << " strides=" << p.a_row_stride
+                                   << "," << p.a_col_stride << " ldb=" << p.ldb << ": "
+                                   << FirstDifference(got, want, p.ldc);
+}
+
+RC_GTEST_PROP(OrderedGemmProperty, MatchesTheReferenceBitForBit, ()) {
+  // Uniform over the whole range from the first case on (inRange alone starts small).
+  const auto size = rc::gen::resize(100, rc::gen::inRange<std::int64_t>(0, 71));
+  const auto m = *size, n = *size, k = *size;
+  const auto layout = *rc::gen::element(Layout::kRowMajor, Layout::kTransposed, Layout::kStrided);
+  const auto pad = *rc::gen::element<std::int64_t>(0, 0, 1, 3, 17);
+  const auto values = *rc::gen::element(Values::kUniform, Values::kMixedMagnitude, Values::kCancelling);
+  const auto seed = *rc::gen::arbitrary<std::uint64_t>();
+  Problem p = MakeProblem(m, n, k, layout, pad);
+  Fill(p, values, seed);
+  const std::vector<float> got = p.Run(&OrderedGemm), want = p.Run(&OrderedGemmReference);
+  RC_ASSERT(SameBits(got, want));
+}
+
+// The products of one training step of the seed CNN (bench/ordered_gemm_bench.cc).
+TEST(OrderedGemm, MatchesTheReferenceOnTheModelShapes) {
+  struct Shape {
+    std::int64_t m, n, k;
+    Layout layout;
+  };
+  const Shape shapes[] = {
+      {16 * 26 * 26, 32, 9, Layout::kRowMajor},    // conv2d forward
+      {16 * 11 * 11, 64, 288, Layout::kRowMajor},  // conv2d_1 forward
+      {16 * 11 * 11, 288, 64, Layout::kRowMajor},  // conv2d_1 input gradient
+      {288, 64, 121, Layout::kTransposed},         // conv2d_1 weight gradient of one example
+      {9, 32, 676, Layout::kTransposed},           // conv2d weight gradient of one example
+      {16, 64, 1600, Layout::kRowMajor},           // dense forward
+      {16, 10, 64, Layout::kRowMajor},             // dense_1 forward
+      {16, 1600, 64, Layout::kRowMajor},           // dense input gradient
+  };
+  std::uint64_t seed = 1;
+  for (const Shape& s : shapes) {
+    Problem p = MakeProblem(s.m, s.n, s.k, s.layout, 0);
+    Fill(p, Values::kMixedMagnitude, seed++);
+    ExpectSameAsReference(p);
+  }
+}
+
+// More steps than one k block holds (the chains continue from C) and row and
+// column counts that leave edge tiles.
+TEST(OrderedGemm, MatchesTheReferenceAcrossKBlocks) {
+  std::uint64_t seed = 100;
+  for (const std::int64_t k : {511, 512, 513, 1100, 2049})
+    for (const Layout layout : {Layout::kRowMajor, Layout::kTransposed, Layout::kStrided}) {
+      Problem p = MakeProblem(13, 37, k, layout, 2);
+      Fill(p, Values::kCancelling, seed++);
+      ExpectSameAsReference(p);
+    }
+}
+
+TEST(OrderedGemm, EmptyProductsWriteZerosOrNothing) {
+  Problem p = MakeProblem(3, 5, 0, Layout::kRowMajor, 2);
+  const std::vector<float> c = p.Run(&OrderedGemm);
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 7; ++j) {
+      const float want = j < 5 ? 0.0f : kSentinel;
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(c[static_cast<std::size_t>(i * 7 + j)]),
+                std::bit_cast<std::uint32_t>(want));
+    }
+  for (const auto& [m, n] : {std::pair<std::int64_t, std::int64_t>{0, 5}, {3, 0}}) {
+    Problem q = MakeProblem(m, n, 4, Layout::kRowMajor, 2);
+    for (const float x : q.Run(&OrderedGemm)) EXPECT_EQ(x, kSentinel);
+  }
+}
+
+// Each step is fused: a*b+c rounded once. Here fma(x, x, -(1 + 2^-11)) = 2^-24 with
+// x = 1 + 2^-12, while the product rounded first (to 1 + 2^-11, a tie to even)
+// would give exactly 0.
+TEST(OrderedGemm, EveryStepIsAFusedMultiplyAdd) {
+  const float x = 1.0f + std::ldexp(1.0f, -12);
+  const float minus_rounded_square = -(1.0f + std::ldexp(1.0f, -11));
+  ASSERT_EQ(x * x + minus_rounded_square, 0.0f);  // -ffp-contract=off: two roundings
+  ASSERT_EQ(std::fma(x, x, minus_rounded_square), std::ldexp(1.0f, -24));
+  for (const Layout layout : {Layout::kRowMajor, Layout::kTransposed, Layout::kStrided}) {
+    // Every C element is the chain fma(x, x, fma(1, -(1 + 2^-11), 0)), across
+    // full and masked vectors and full and edge row tiles.
+    Problem p = MakeProblem(29, 53, 2, layout, 1);
+    for (std::int64_t i = 0; i < p.m; ++i) p.A(i, 0) = 1.0f, p.A(i, 1) = x;
+    for (std::int64_t j = 0; j < p.n; ++j) p.B(0, j) = minus_rounded_square, p.B(1, j) = x;
+    const std::vector<float> c = p.Run(&OrderedGemm);
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t j = 0; j < p.n; ++j)
+        ASSERT_EQ(c[static_cast<std::size_t>(i * p.ldc + j)], std::ldexp(1.0f, -24));
+    EXPECT_TRUE(SameBits(c, p.Run(&OrderedGemmReference)));
+  }
+}
+
+// The first step is fma(A(i,0), B[0][j], +0): a product of -0 gives +0, not -0.
+TEST(OrderedGemm, ChainsStartFromPositiveZero) {
+  Problem p = MakeProblem(7, 19, 1, Layout::kRowMajor, 0);
+  for (std::int64_t i = 0; i < p.m; ++i) p.A(i, 0) = -0.0f;
+  for (std::int64_t j = 0; j < p.n; ++j) p.B(0, j) = 1.0f;
+  for (const float v : p.Run(&OrderedGemm)) EXPECT_EQ(std::bit_cast<std::uint32_t>(v), 0u);
+}
+
+// The chain runs in ascending k: with these values, descending k or two halves
+// added at the end (what a split over k without carrying the partial sum would
+// do) give other bits, and OrderedGemm still gives the ascending chain's.
+TEST(OrderedGemm, StepsRunInAscendingK) {
+  // One row by hand: 1e8, -1e8, 1 ascending is 1; descending, 1 - 1e8 rounds to
+  // -1e8 and the result is 0.
+  {
+    Problem p = MakeProblem(1, 1, 3, Layout::kRowMajor, 0);
+    p.A(0, 0) = 1e8f, p.A(0, 1) = -1e8f, p.A(0, 2) = 1.0f;
+    for (std::int64_t kk = 0; kk < 3; ++kk) p.B(kk, 0) = 1.0f;
+    EXPECT_EQ(p.Run(&OrderedGemm)[0], 1.0f);
+  }
+  // Many rows and columns across k blocks.
+  Problem p = MakeProblem(21, 45, 1100, Layout::kTransposed, 0);
+  Fill(p, Values::kCancelling, 7);
+  const std::vector<float> got = p.Run(&OrderedGemm);
+  std::int64_t differs_descending = 0, differs_split = 0;
+  for (std::int64_t i = 0; i < p.m; ++i)
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      float ascending = 0.0f, descending = 0.0f, first_half = 0.0f, second_half = 0.0f;
+      for (std::int64_t kk = 0; kk < p.k; ++kk) {
+        ascending = std::fma(p.A(i, kk), p.B(kk, j), ascending);
+        descending = std::fma(p.A(i, p.k - 1 - kk), p.B(p.k - 1 - kk, j), descending);
+        float& half = kk < p.k / 2 ? first_half : second_half;
+        half = std::fma(p.A(i, kk), p.B(kk, j), half);
+      }
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[static_cast<std::size_t>(i * p.ldc + j)]),
+                std::bit_cast<std::uint32_t>(ascending))
+          << i << "," << j;
+      differs_descending += ascending != descending;
+      differs_split += ascending != first_half + second_half;
+    }
+  // Else this input could not tell the orders apart.
+  EXPECT_GT(differs_descending, p.m * p.n / 2);
+  EXPECT_GT(differs_split, p.m * p.n / 2);
+}
+
+// Row i of C does not depend on the other rows computed with it (which tile, edge
+// or full, it fell in), nor column j on the other columns (which lane or mask).
+TEST(OrderedGemm, RowsAndColumnsAreBatchInvariant) {
+  for (const Layout layout : {Layout::kRowMajor, Layout::kTransposed}) {
+    Problem p = MakeProblem(43, 70, 300, layout, 0);
+    Fill(p, Values::kMixedMagnitude, 11);
+    const std::vector<float> whole = p.Run(&OrderedGemm);
+    for (std::int64_t i = 0; i < p.m; ++i) {
+      std::vector<float> row(static_cast<std::size_t>(p.n));
+      OrderedGemm(1, p.n, p.k, &p.A(i, 0), p.a_row_stride, p.a_col_stride, p.b.data(), p.ldb, row.data(), p.n);
+      ASSERT_EQ(std::memcmp(row.data(), whole.data() + i * p.ldc, row.size() * sizeof(float)), 0) << "row " << i;
+    }
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      std::vector<float> column(static_cast<std::size_t>(p.m));
+      OrderedGemm(p.m, 1, p.k, p.a.data(), p.a_row_stride, p.a_col_stride, &p.B(0, j), p.ldb, column.data(), 1);
+      for (std::int64_t i = 0; i < p.m; ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(column[static_cast<std::size_t>(i)]),
+                  std::bit_cast<std::uint32_t>(whole[static_cast<std::size_t>(i * p.ldc + j)]))
+            << i << "," << j;
+    }
+  }
+}
+
+// Infinities and NaNs go through the chain as through std::fma: inf * 0 and
+// inf - inf are NaN, a NaN stays NaN, an inf alone stays inf. NaN payloads are not
+// compared: which NaN operand x86 returns depends on the instruction's operand
+// order, which the compiler chooses (and CUDA returns one canonical NaN anyway).
+TEST(OrderedGemm, PropagatesInfinitiesAndNaNs) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  Problem p = MakeProblem(17, 35, 6, Layout::kRowMajor, 1);
+  Fill(p, Values::kUniform, 3);
+  p.A(0, 2) = inf;  // row 0: inf * B[2][j] (+-inf) plus finite terms
+  p.A(1, 0) = nan;  // row 1: NaN from the first step on
+  p.A(2, 1) = inf;  // row 2: inf at step 1 and -inf at step 4 (B is 1 there): inf - inf
+  p.A(2, 4) = -inf;
+  p.B(3, 0) = inf;   // column 0: inf at step 3 in every row
+  p.B(5, 1) = nan;   // column 1: NaN at the last step
+  p.A(3, 3) = 0.0f;  // row 3, column 0: 0 * inf
+  for (std::int64_t j = 0; j < p.n; ++j) {
+    p.B(2, j) = j % 2 == 0 ? 0.5f : -0.5f;
+    p.B(1, j) = p.B(4, j) = 1.0f;
+  }
+  const std::vector<float> got = p.Run(&OrderedGemm), want = p.Run(&OrderedGemmReference);
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    if (std::isnan(want[e]))
+      EXPECT_TRUE(std::isnan(got[e])) << e;
+    else
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[e]), std::bit_cast<std::uint32_t>(want[e])) << e;
+  }
+  const auto at = [&](std::int64_t i, std::int64_t j) { return got[static_cast<std::size_t>(i * p.ldc + j)]; };
+  EXPECT_EQ(at(0, 2), inf);
+  EXPECT_EQ(at(0, 3), -inf);
+  for (std::int64_t j = 0; j < p.n; ++j) EXPECT_TRUE(std::isnan(at(1, j))) << j;
+  for (std::int64_t j = 0; j < p.n; ++j) EXPECT_TRUE(std::isnan(at(2, j))) << j;
+  EXPECT_TRUE(std::isnan(at(3, 0)));
+  for (std::int64_t i = 0; i < p.m; ++i) EXPECT_TRUE(std::isnan(at(i, 1))) << i;
+}
+
+}  // namespace
+}  // namespace dtlab
