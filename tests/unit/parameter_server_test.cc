@@ -29,8 +29,10 @@ struct Fixture {
       }
     }
   }
-  std::unique_ptr<ParameterServerCluster> Make(std::uint64_t seed, std::int32_t servers) const {
+  std::unique_ptr<ParameterServerCluster> Make(std::uint64_t seed, std::int32_t servers,
+                                               MathMode math = MathMode::kFast) const {
     ParameterServerOptions options;
+    options.math = math;
     options.workers = 3;
     options.parameter_servers = servers;
     options.seed = seed;
@@ -39,9 +41,37 @@ struct Fixture {
   }
 };
 
-TEST(ParameterServer, EqualsSequentialReplayOfTheSameUpdates) {
+// Exact mode: each update's gradient is the exact one-device gradient of its batch,
+// here recomputed from two halves of the batch (another split, another chunk size)
+// whose accumulator words are merged.
+ParameterList<float> ExactReplayGradient(const Sequential<float>& model, const ParameterList<float>& pulled,
+                                         const Tensor<float>& images, std::span<const std::int32_t> labels,
+                                         std::span<const float> coefficients) {
+  const auto b = static_cast<std::int64_t>(labels.size());
+  const auto size = static_cast<std::size_t>(model.num_parameter_values() * kExactWords);
+  std::vector<std::int64_t> first(size), second(size);
+  std::vector<float> losses(labels.size());
+  std::vector<std::int32_t> predictions(labels.size());
+  const ExactSegment halves[] = {{&pulled, 0, b / 2, first}, {&pulled, b / 2, b - b / 2, second}};
+  BatchRunner runner(model, 5);
+  runner.RunExact(images, labels, coefficients, losses, predictions, halves);
+  for (std::size_t k = 0; k < size; k += kExactWords) ExactMerge(first.data() + k, second.data() + k);
+  AddRegularizationWords(model, pulled, 1.0f, first);
+  ParameterList<float> grads = model.ZeroParameters();
+  std::size_t offset = 0;
+  for (auto& g : grads) {
+    ExactToFloats(std::span(first).subspan(offset, static_cast<std::size_t>(g.size() * kExactWords)), g.span());
+    offset += static_cast<std::size_t>(g.size() * kExactWords);
+  }
+  return grads;
+}
+
+class ParameterServerReplay : public ::testing::TestWithParam<MathMode> {};
+
+TEST_P(ParameterServerReplay, EqualsSequentialReplayOfTheSameUpdates) {
   Fixture f;
-  auto cluster = f.Make(7, 2);
+  const MathMode math = GetParam();
+  auto cluster = f.Make(7, 2, math);
   ASSERT_TRUE(cluster->RunEpoch(f.data, f.batches, 0, 1e-3f, -1, [](const ParameterServerUpdate&) {}).ok());
   const auto& updates = cluster->updates();
   ASSERT_EQ(updates.size(), 12u);
@@ -62,8 +92,12 @@ TEST(ParameterServer, EqualsSequentialReplayOfTheSameUpdates) {
     std::vector<float> coefficients(labels.size(), 1.0f / static_cast<float>(labels.size())), losses(labels.size());
     std::vector<std::int32_t> predictions(labels.size());
     ParameterList<float> grads = f.model->ZeroParameters();
-    runner.ForwardBackward(pulled, images, labels, coefficients, losses, predictions, grads);
-    f.model->AddRegularizationGradient(pulled, 1.0f, grads);
+    if (math == MathMode::kExact) {
+      grads = ExactReplayGradient(*f.model, pulled, images, labels, coefficients);
+    } else {
+      runner.ForwardBackward(pulled, images, labels, coefficients, losses, predictions, grads);
+      f.model->AddRegularizationGradient(pulled, 1.0f, grads);
+    }
     ParameterList<float> next = versions.back();
     optimizer->Apply(next, grads, 1e-3f);
     versions.push_back(std::move(next));
@@ -74,6 +108,9 @@ TEST(ParameterServer, EqualsSequentialReplayOfTheSameUpdates) {
   for (std::size_t p = 0; p < versions.back().size(); ++p)
     EXPECT_EQ(cluster->variables()[p], versions.back()[p]) << f.model->parameters()[p].name;
 }
+
+INSTANTIATE_TEST_SUITE_P(BothMathModes, ParameterServerReplay, ::testing::Values(MathMode::kFast, MathMode::kExact),
+                         [](const auto& info) { return std::string(MathModeName(info.param)); });
 
 TEST(ParameterServer, InterleavingDependsOnlyOnTheSeed) {
   Fixture f;
