@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/exact_sum.h"
 #include "sim/collectives.h"
 
 namespace dtlab {
@@ -75,6 +76,77 @@ void BM_AllReduce(benchmark::State& state, AllReduceAlgorithm algorithm) {
       state.ResumeTiming();
     }
     AllReduce<float>(buffers, ReduceOp::kSum, options);
+    benchmark::ClobberMemory();
+  }
+  const double gigabytes = static_cast<double>(bytes) / 1e9;
+  state.counters["algbw_GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["busbw_GBps"] =
+      benchmark::Counter(gigabytes * 2.0 * (n - 1) / n, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Exact mode's all-reduce (docs/exact.md): int64 accumulator words, SUM, in place.
+// Args: MiB of words per replica, replicas. Same bytes, same columns as BM_AllReduce.
+void BM_ExactAllReduce(benchmark::State& state, AllReduceAlgorithm algorithm) {
+  const std::int64_t bytes = state.range(0) * kMiB;
+  const std::int32_t n = static_cast<std::int32_t>(state.range(1));
+  const std::int64_t count = bytes / static_cast<std::int64_t>(sizeof(std::int64_t));
+  std::vector<std::vector<std::int64_t>> storage(static_cast<std::size_t>(n));
+  std::vector<std::span<std::int64_t>> buffers;
+  for (auto& words : storage) {
+    words.assign(static_cast<std::size_t>(count), 0);
+    buffers.emplace_back(words);
+  }
+  CollectiveOptions options;
+  options.algorithm = algorithm;
+  options.replicas_per_worker = n / 2;
+  const int calls_before_refill = static_cast<int>(56 / std::log2(static_cast<double>(n)));  // 8 * N^calls < 2^59
+  int calls_left = 0;
+  for (auto _ : state) {
+    if (calls_left-- == 0) {
+      state.PauseTiming();
+      for (std::int32_t r = 0; r < n; ++r)
+        for (std::int64_t i = 0; i < count; ++i) buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = 1 + (i + r) % 8;
+      calls_left = calls_before_refill - 1;
+      state.ResumeTiming();
+    }
+    AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
+    benchmark::ClobberMemory();
+  }
+  const double gigabytes = static_cast<double>(bytes) / 1e9;
+  state.counters["algbw_GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["busbw_GBps"] =
+      benchmark::Counter(gigabytes * 2.0 * (n - 1) / n, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// An exact gradient all-reduce end to end: a float gradient of `MiB` per replica
+// travels as kExactWords words per element (19 x 8 bytes per 4-byte float), then
+// every replica rounds its words back to floats. algbw and busbw count the float
+// gradient's bytes, so they compare with BM_AllReduce on the same gradient.
+void BM_ExactGradientAllReduce(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0) * kMiB;
+  const std::int32_t n = static_cast<std::int32_t>(state.range(1));
+  const std::int64_t count = bytes / static_cast<std::int64_t>(sizeof(float));
+  std::vector<std::vector<std::int64_t>> storage(static_cast<std::size_t>(n));
+  std::vector<std::vector<float>> gradients(static_cast<std::size_t>(n), std::vector<float>(static_cast<std::size_t>(count)));
+  std::vector<std::span<std::int64_t>> buffers;
+  for (auto& words : storage) {
+    words.assign(static_cast<std::size_t>(count * kExactWords), 0);
+    buffers.emplace_back(words);
+  }
+  CollectiveOptions options;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (std::int32_t r = 0; r < n; ++r) {
+      auto& words = storage[static_cast<std::size_t>(r)];
+      std::fill(words.begin(), words.end(), 0);
+      for (std::int64_t i = 0; i < count; i += 7)
+        ExactAddFloat(words.data() + i * kExactWords, std::ldexp(static_cast<float>(1 + (i + r) % 8), -20));
+    }
+    state.ResumeTiming();
+    AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
+    tbb::parallel_for(0, n, [&](std::int32_t r) {
+      ExactToFloats(storage[static_cast<std::size_t>(r)], gradients[static_cast<std::size_t>(r)]);
+    });
     benchmark::ClobberMemory();
   }
   const double gigabytes = static_cast<double>(bytes) / 1e9;
@@ -153,7 +225,18 @@ void RegisterAll() {
         ->ArgNames({"MiB", "replicas"})
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    const std::string exact = "BM_ExactAllReduce/" + std::string(AllReduceAlgorithmName(algorithm));
+    benchmark::RegisterBenchmark(exact.c_str(), BM_ExactAllReduce, algorithm)
+        ->ArgsProduct({{16, 64}, {2, 4, 8}})
+        ->ArgNames({"MiB", "replicas"})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
+  benchmark::RegisterBenchmark("BM_ExactGradientAllReduce/ring", BM_ExactGradientAllReduce)
+      ->ArgsProduct({{16}, {2, 4}})
+      ->ArgNames({"MiB", "replicas"})
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

@@ -23,22 +23,29 @@ constexpr int kValues = 4096;            // one accumulator: 16 KiB of inputs, L
 constexpr int kAccumulators = 1 << 16;   // many: 64K x 152 bytes of words
 
 // Gradient-like values: random sign, significand and exponent in [2^-20, 2^4), with
-// a fraction `zero_fraction` of exact zeros (ReLU gradients and activations).
-std::vector<float> RandomValues(int count, double zero_fraction, std::uint32_t seed) {
+// a fraction `zero_fraction` of exact zeros (ReLU gradients and activations) that
+// come in runs of `zero_run` values (1: each value is zero independently, the
+// worst case for the branch predictor; 28: runs as long as an MNIST image row).
+std::vector<float> RandomValues(int count, double zero_fraction, std::uint32_t seed, int zero_run = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> unit(1.0f, 2.0f);
   std::uniform_int_distribution<int> exponent(-20, 3);
   std::bernoulli_distribution zero(zero_fraction), negative(0.5);
   std::vector<float> values(static_cast<std::size_t>(count));
-  for (float& v : values) v = zero(rng) ? 0.0f : (negative(rng) ? -1 : 1) * std::ldexp(unit(rng), exponent(rng));
+  bool is_zero = false;
+  for (int i = 0; i < count; ++i) {
+    if (i % zero_run == 0) is_zero = zero(rng);
+    values[i] = is_zero ? 0.0f : (negative(rng) ? -1 : 1) * std::ldexp(unit(rng), exponent(rng));
+  }
   return values;
 }
 
+// Reports items/s and time per add ("per_add", printed as e.g. 2.7ns).
 void SetPerAdd(benchmark::State& state, std::int64_t adds_per_iteration) {
   state.SetItemsProcessed(state.iterations() * adds_per_iteration);
-  state.counters["ns_per_add"] = benchmark::Counter(static_cast<double>(adds_per_iteration) * 1e-9,
-                                                    benchmark::Counter::kIsIterationInvariantRate |
-                                                        benchmark::Counter::kInvert);
+  state.counters["per_add"] = benchmark::Counter(static_cast<double>(adds_per_iteration),
+                                                 benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
 }
 
 // The hot adds behind a call the compiler cannot inline: what they would cost if
@@ -70,7 +77,7 @@ void BM_PlainProductSum_One(benchmark::State& state) {
 
 template <bool kInline>
 void BM_ExactAddFloat_One(benchmark::State& state) {
-  const std::vector<float> x = RandomValues(kValues, static_cast<double>(state.range(0)) / 100, 1);
+  const std::vector<float> x = RandomValues(kValues, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
   std::int64_t words[kExactWords] = {};
   for (auto _ : state) {
     for (float v : x) kInline ? ExactAddFloat(words, v) : OutOfLineAddFloat(words, v);
@@ -82,7 +89,7 @@ void BM_ExactAddFloat_One(benchmark::State& state) {
 
 template <bool kInline>
 void BM_ExactAddProduct_One(benchmark::State& state) {
-  const std::vector<float> a = RandomValues(kValues, static_cast<double>(state.range(0)) / 100, 1);
+  const std::vector<float> a = RandomValues(kValues, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
   const std::vector<float> b = RandomValues(kValues, 0, 2);
   std::int64_t words[kExactWords] = {};
   for (auto _ : state) {
@@ -124,7 +131,7 @@ std::vector<std::int64_t> ManyAccumulators() {
 
 template <bool kInline>
 void BM_ExactAddFloat_Many(benchmark::State& state) {
-  const std::vector<float> x = RandomValues(kAccumulators, static_cast<double>(state.range(0)) / 100, 1);
+  const std::vector<float> x = RandomValues(kAccumulators, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
   std::vector<std::int64_t> words = ManyAccumulators();
   for (auto _ : state) {
     std::int64_t* acc = words.data();
@@ -137,7 +144,7 @@ void BM_ExactAddFloat_Many(benchmark::State& state) {
 
 template <bool kInline>
 void BM_ExactAddProduct_Many(benchmark::State& state) {
-  const std::vector<float> a = RandomValues(kAccumulators, static_cast<double>(state.range(0)) / 100, 1);
+  const std::vector<float> a = RandomValues(kAccumulators, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
   const std::vector<float> b = RandomValues(kAccumulators, 0, 2);
   std::vector<std::int64_t> words = ManyAccumulators();
   for (auto _ : state) {
@@ -181,19 +188,20 @@ void BM_ExactNormalizeAll(benchmark::State& state) {
   SetPerAdd(state, kAccumulators);  // per accumulator
 }
 
-// Arg: percent of zero terms (0: dense; 50: ReLU-like, where zeros take the early out).
+// Args: percent of zero terms (in the first operand), length of their runs.
+#define DTLAB_ZERO_PATTERNS ->Args({0, 1})->Args({50, 1})->Args({50, 28})->Args({90, 1})
 BENCHMARK(BM_PlainFloatSum_One);
-BENCHMARK(BM_ExactAddFloat_One<true>)->Name("BM_ExactAddFloat_One")->Arg(0)->Arg(50);
-BENCHMARK(BM_ExactAddFloat_One<false>)->Name("BM_ExactAddFloat_One_OutOfLine")->Arg(0);
+BENCHMARK(BM_ExactAddFloat_One<true>)->Name("BM_ExactAddFloat_One") DTLAB_ZERO_PATTERNS;
+BENCHMARK(BM_ExactAddFloat_One<false>)->Name("BM_ExactAddFloat_One_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_PlainProductSum_One);
-BENCHMARK(BM_ExactAddProduct_One<true>)->Name("BM_ExactAddProduct_One")->Arg(0)->Arg(50);
-BENCHMARK(BM_ExactAddProduct_One<false>)->Name("BM_ExactAddProduct_One_OutOfLine")->Arg(0);
+BENCHMARK(BM_ExactAddProduct_One<true>)->Name("BM_ExactAddProduct_One") DTLAB_ZERO_PATTERNS;
+BENCHMARK(BM_ExactAddProduct_One<false>)->Name("BM_ExactAddProduct_One_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_PlainFloatSum_Many);
-BENCHMARK(BM_ExactAddFloat_Many<true>)->Name("BM_ExactAddFloat_Many")->Arg(0)->Arg(50);
-BENCHMARK(BM_ExactAddFloat_Many<false>)->Name("BM_ExactAddFloat_Many_OutOfLine")->Arg(0);
+BENCHMARK(BM_ExactAddFloat_Many<true>)->Name("BM_ExactAddFloat_Many") DTLAB_ZERO_PATTERNS;
+BENCHMARK(BM_ExactAddFloat_Many<false>)->Name("BM_ExactAddFloat_Many_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_PlainProductSum_Many);
-BENCHMARK(BM_ExactAddProduct_Many<true>)->Name("BM_ExactAddProduct_Many")->Arg(0)->Arg(50);
-BENCHMARK(BM_ExactAddProduct_Many<false>)->Name("BM_ExactAddProduct_Many_OutOfLine")->Arg(0);
+BENCHMARK(BM_ExactAddProduct_Many<true>)->Name("BM_ExactAddProduct_Many") DTLAB_ZERO_PATTERNS;
+BENCHMARK(BM_ExactAddProduct_Many<false>)->Name("BM_ExactAddProduct_Many_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_ExactToFloats);
 BENCHMARK(BM_ExactNormalizeAll);
 

@@ -4,9 +4,13 @@
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
+#include <numeric>
+
+#include "core/mnist.h"
 #include "core/model.h"
 #include "core/rng.h"
 #include "sim/batch_runner.h"
+#include "sim/cluster.h"
 
 namespace dtlab {
 namespace {
@@ -39,6 +43,37 @@ BENCHMARK_CAPTURE(BM_TrainStep, seed_cnn, "seed-cnn")
     ->ArgNames({"batch", "threads", "chunk"})
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_TrainStep, mnist_cnn, "mnist-cnn")->Args({64, 2, 16})->UseRealTime();
+
+// A whole training step (gather, forward, backward, loss, regularization, Adam) of
+// seed-cnn on one device, fast versus exact mode (docs/performance.md, issue 4).
+// Args: math (0 fast, 1 exact), batch, threads.
+void BM_OneDeviceStep(benchmark::State& state) {
+  const MathMode math = state.range(0) == 0 ? MathMode::kFast : MathMode::kExact;
+  const std::int64_t batch = state.range(1);
+  tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(state.range(2)));
+  const ImageDataset data = MakeSyntheticDataset(batch * 8, 28, 28, 10, 3);
+  auto model = std::move(MakeModel<float>("seed-cnn", {28, 28, 1}, 10)).value();
+  ClusterConfig config;
+  config.math = math;
+  auto cluster = std::move(Cluster::Create(*model, config, "adam", {}, model->InitialParameters(1), 16)).value();
+  std::vector<std::vector<std::int64_t>> steps;
+  for (std::int64_t s = 0; s < 8; ++s) {
+    steps.emplace_back(static_cast<std::size_t>(batch));
+    std::iota(steps.back().begin(), steps.back().end(), s * batch);
+  }
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    const auto& indices = steps[static_cast<std::size_t>(step % 8)];
+    auto result = cluster->TrainStep(data, {indices}, batch, 1e-3f, step);
+    benchmark::DoNotOptimize(result);
+    ++step;
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+BENCHMARK(BM_OneDeviceStep)
+    ->ArgsProduct({{0, 1}, {64, 256}, {2}})
+    ->ArgNames({"exact", "batch", "threads"})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace dtlab
