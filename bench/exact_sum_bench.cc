@@ -19,8 +19,8 @@
 namespace dtlab {
 namespace {
 
-constexpr int kValues = 4096;            // one accumulator: 16 KiB of inputs, L1/L2
-constexpr int kAccumulators = 1 << 16;   // many: 64K x 152 bytes of words
+constexpr int kValues = 4096;           // one accumulator: 16 KiB of inputs, L1/L2
+constexpr int kAccumulators = 1 << 16;  // many: 64K x 152 bytes of words
 
 // Gradient-like values: random sign, significand and exponent in [2^-20, 2^4), with
 // a fraction `zero_fraction` of exact zeros (ReLU gradients and activations) that
@@ -43,9 +43,9 @@ std::vector<float> RandomValues(int count, double zero_fraction, std::uint32_t s
 // Reports items/s and time per add ("per_add", printed as e.g. 2.7ns).
 void SetPerAdd(benchmark::State& state, std::int64_t adds_per_iteration) {
   state.SetItemsProcessed(state.iterations() * adds_per_iteration);
-  state.counters["per_add"] = benchmark::Counter(static_cast<double>(adds_per_iteration),
-                                                 benchmark::Counter::kIsIterationInvariantRate |
-                                                     benchmark::Counter::kInvert);
+  state.counters["per_add"] =
+      benchmark::Counter(static_cast<double>(adds_per_iteration),
+                         benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 // The hot adds behind a call the compiler cannot inline: what they would cost if
@@ -77,7 +77,8 @@ void BM_PlainProductSum_One(benchmark::State& state) {
 
 template <bool kInline>
 void BM_ExactAddFloat_One(benchmark::State& state) {
-  const std::vector<float> x = RandomValues(kValues, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
+  const std::vector<float> x =
+      RandomValues(kValues, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
   std::int64_t words[kExactWords] = {};
   for (auto _ : state) {
     for (float v : x) kInline ? ExactAddFloat(words, v) : OutOfLineAddFloat(words, v);
@@ -89,11 +90,13 @@ void BM_ExactAddFloat_One(benchmark::State& state) {
 
 template <bool kInline>
 void BM_ExactAddProduct_One(benchmark::State& state) {
-  const std::vector<float> a = RandomValues(kValues, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
+  const std::vector<float> a =
+      RandomValues(kValues, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
   const std::vector<float> b = RandomValues(kValues, 0, 2);
   std::int64_t words[kExactWords] = {};
   for (auto _ : state) {
-    for (int i = 0; i < kValues; ++i) kInline ? ExactAddProduct(words, a[i], b[i]) : OutOfLineAddProduct(words, a[i], b[i]);
+    for (int i = 0; i < kValues; ++i)
+      kInline ? ExactAddProduct(words, a[i], b[i]) : OutOfLineAddProduct(words, a[i], b[i]);
     ExactNormalize(words);
     benchmark::DoNotOptimize(words);
   }
@@ -131,11 +134,13 @@ std::vector<std::int64_t> ManyAccumulators() {
 
 template <bool kInline>
 void BM_ExactAddFloat_Many(benchmark::State& state) {
-  const std::vector<float> x = RandomValues(kAccumulators, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
+  const std::vector<float> x =
+      RandomValues(kAccumulators, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
   std::vector<std::int64_t> words = ManyAccumulators();
   for (auto _ : state) {
     std::int64_t* acc = words.data();
-    for (int i = 0; i < kAccumulators; ++i, acc += kExactWords) kInline ? ExactAddFloat(acc, x[i]) : OutOfLineAddFloat(acc, x[i]);
+    for (int i = 0; i < kAccumulators; ++i, acc += kExactWords)
+      kInline ? ExactAddFloat(acc, x[i]) : OutOfLineAddFloat(acc, x[i]);
     benchmark::DoNotOptimize(words.data());
     benchmark::ClobberMemory();
   }
@@ -144,7 +149,8 @@ void BM_ExactAddFloat_Many(benchmark::State& state) {
 
 template <bool kInline>
 void BM_ExactAddProduct_Many(benchmark::State& state) {
-  const std::vector<float> a = RandomValues(kAccumulators, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
+  const std::vector<float> a =
+      RandomValues(kAccumulators, static_cast<double>(state.range(0)) / 100, 1, static_cast<int>(state.range(1)));
   const std::vector<float> b = RandomValues(kAccumulators, 0, 2);
   std::vector<std::int64_t> words = ManyAccumulators();
   for (auto _ : state) {
@@ -164,7 +170,8 @@ std::vector<std::int64_t> FilledAccumulators() {
   std::vector<std::int64_t> words = ManyAccumulators();
   const std::vector<float> a = RandomValues(kAccumulators, 0, 1), b = RandomValues(kAccumulators, 0, 2);
   for (int pass = 0; pass < 16; ++pass) {
-    for (int i = 0; i < kAccumulators; ++i) ExactAddProduct(&words[i * kExactWords], a[(i + pass) % kAccumulators], b[i]);
+    for (int i = 0; i < kAccumulators; ++i)
+      ExactAddProduct(&words[i * kExactWords], a[(i + pass) % kAccumulators], b[i]);
   }
   return words;
 }
@@ -189,18 +196,20 @@ void BM_ExactNormalizeAll(benchmark::State& state) {
 }
 
 // Args: percent of zero terms (in the first operand), length of their runs.
-#define DTLAB_ZERO_PATTERNS ->Args({0, 1})->Args({50, 1})->Args({50, 28})->Args({90, 1})
+void ZeroPatterns(benchmark::internal::Benchmark* benchmark) {
+  benchmark->Args({0, 1})->Args({50, 1})->Args({50, 28})->Args({90, 1});
+}
 BENCHMARK(BM_PlainFloatSum_One);
-BENCHMARK(BM_ExactAddFloat_One<true>)->Name("BM_ExactAddFloat_One") DTLAB_ZERO_PATTERNS;
+BENCHMARK(BM_ExactAddFloat_One<true>)->Name("BM_ExactAddFloat_One")->Apply(ZeroPatterns);
 BENCHMARK(BM_ExactAddFloat_One<false>)->Name("BM_ExactAddFloat_One_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_PlainProductSum_One);
-BENCHMARK(BM_ExactAddProduct_One<true>)->Name("BM_ExactAddProduct_One") DTLAB_ZERO_PATTERNS;
+BENCHMARK(BM_ExactAddProduct_One<true>)->Name("BM_ExactAddProduct_One")->Apply(ZeroPatterns);
 BENCHMARK(BM_ExactAddProduct_One<false>)->Name("BM_ExactAddProduct_One_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_PlainFloatSum_Many);
-BENCHMARK(BM_ExactAddFloat_Many<true>)->Name("BM_ExactAddFloat_Many") DTLAB_ZERO_PATTERNS;
+BENCHMARK(BM_ExactAddFloat_Many<true>)->Name("BM_ExactAddFloat_Many")->Apply(ZeroPatterns);
 BENCHMARK(BM_ExactAddFloat_Many<false>)->Name("BM_ExactAddFloat_Many_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_PlainProductSum_Many);
-BENCHMARK(BM_ExactAddProduct_Many<true>)->Name("BM_ExactAddProduct_Many") DTLAB_ZERO_PATTERNS;
+BENCHMARK(BM_ExactAddProduct_Many<true>)->Name("BM_ExactAddProduct_Many")->Apply(ZeroPatterns);
 BENCHMARK(BM_ExactAddProduct_Many<false>)->Name("BM_ExactAddProduct_Many_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_ExactToFloats);
 BENCHMARK(BM_ExactNormalizeAll);

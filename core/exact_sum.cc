@@ -30,15 +30,8 @@ Float NonFiniteValue(std::int64_t special) {
 }
 
 // 2^exponent as a double, for exponents in the normal range [-1022, 1023].
-double TwoToThe(int exponent) {
-  return std::bit_cast<double>(static_cast<std::uint64_t>(exponent + 1023) << 52);
-}
+double TwoToThe(int exponent) { return std::bit_cast<double>(static_cast<std::uint64_t>(exponent + 1023) << 52); }
 
-// Correct rounding of the exact value to a binary format with `precision` bits of
-// significand whose smallest subnormal is 2^min_exponent (float: 24, -149; double:
-// 53, -1074), to nearest with ties to even. Overflow and subnormal results come out
-// of the final conversion, which is exact or overflows exactly when IEEE 754 says
-// (see below).
 // ExactNormalize: each digit word keeps its digit in [0, 2^32) and passes the rest,
 // floor(word / 2^32) (an arithmetic shift), up; the top word keeps what reaches
 // it, signed. The result is unique for a value, so equal sums get equal words.
@@ -60,9 +53,16 @@ inline std::uint32_t NormalizeDigits(std::int64_t* digits) {
   return nonzero;
 }
 
+// Correct rounding of the exact value to a binary format with `precision` bits of
+// significand whose smallest subnormal is 2^min_exponent (float: 24, -149; double:
+// 53, -1074), to nearest with ties to even. Overflow and subnormal results come out
+// of the final conversion, which is exact or overflows exactly when IEEE 754 says
+// (see below).
 template <typename Float, int precision, int min_exponent>
 Float RoundExact(const std::int64_t* words) {
-  if (words[kSpecialWord] != 0) [[unlikely]] return NonFiniteValue<Float>(words[kSpecialWord]);
+  if (words[kSpecialWord] != 0) [[unlikely]] {
+    return NonFiniteValue<Float>(words[kSpecialWord]);
+  }
 
   // The magnitude as 32-bit limbs (held in int64), least significant first: the
   // normalized digits, with the top word (which may exceed 2^32) split into limbs

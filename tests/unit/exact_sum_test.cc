@@ -264,8 +264,15 @@ rc::Gen<std::vector<float>> ClusteredFloats() {
 
 rc::Gen<Term> AnyTerm() {
   return rc::gen::weightedOneOf<Term>({
-      {1, rc::gen::map(AnyFiniteFloat(), [](float a) { return Term{a, 1, false}; })},
-      {1, rc::gen::apply([](float a, float b) { return Term{a, b, true}; }, AnyFiniteFloat(), AnyFiniteFloat())},
+      {1, rc::gen::map(AnyFiniteFloat(),
+                       [](float a) {
+                         return Term{a, 1, false};
+                       })},
+      {1, rc::gen::apply(
+              [](float a, float b) {
+                return Term{a, b, true};
+              },
+              AnyFiniteFloat(), AnyFiniteFloat())},
   });
 }
 
@@ -411,7 +418,8 @@ RC_GTEST_PROP(ExactSumProperty, DoubleTiesRoundToEven, (std::uint64_t seed)) {
   const Words words = SumOf(terms);
 
   const bool round_away = breaker * sign > 0 || (breaker == 0 && (significand & 1));
-  const double expected = (negative ? -1.0 : 1.0) * std::ldexp(static_cast<double>(significand + round_away), exponent - 52);
+  const double expected =
+      (negative ? -1.0 : 1.0) * std::ldexp(static_cast<double>(significand + round_away), exponent - 52);
   RC_ASSERT(std::bit_cast<std::uint64_t>(ExactToDouble(words.data())) == std::bit_cast<std::uint64_t>(expected));
   RC_ASSERT(CheckRoundings(words.data(), ReferenceSum(terms)) == "");
 }
@@ -685,7 +693,7 @@ TEST(ExactSumTest, CarryRoomHoldsManyLargeTerms) {
     for (int i = 0; i < kCopies; ++i) term.AddTo(w.data());
     Reference exact = Reference::OfDouble(term.Value());
     for (int doubling = 0; doubling < 20; ++doubling) exact = exact + exact;  // * 2^20
-    EXPECT_EQ(ExactToDouble(w.data()), expected);  // exact: 2^20 * x is a double
+    EXPECT_EQ(ExactToDouble(w.data()), expected);                             // exact: 2^20 * x is a double
     EXPECT_EQ(Reference::OfWords(w.data()), exact);
     EXPECT_EQ(CheckRoundings(w.data(), exact), "");
   }
@@ -693,9 +701,16 @@ TEST(ExactSumTest, CarryRoomHoldsManyLargeTerms) {
 
 TEST(ExactSumTest, AddDoubleTakesMultiplesOfTheLsbUpTo2To300) {
   // Every term below is a multiple of 2^-298 with |x| < 2^300.
-  const std::vector<double> values = {0x1p-298, -0x1.fffffffffffffp-246, 0x1.23456789abcdep+100,
-                                      0x1.fffffffffffffp+299, -0x1.0000000000001p+299, 0x1.8p+277,
-                                      0x1p+278, -0x1.fffffffffffffp+277, 0.0, -0.0};
+  const std::vector<double> values = {0x1p-298,
+                                      -0x1.fffffffffffffp-246,
+                                      0x1.23456789abcdep+100,
+                                      0x1.fffffffffffffp+299,
+                                      -0x1.0000000000001p+299,
+                                      0x1.8p+277,
+                                      0x1p+278,
+                                      -0x1.fffffffffffffp+277,
+                                      0.0,
+                                      -0.0};
   Words w = Zero();
   Reference exact;
   for (double x : values) {
@@ -727,7 +742,8 @@ RC_GTEST_PROP(ExactSumProperty, AddDoubleMatchesTheReference, ()) {
     const std::uint64_t significand =
         (*rc::gen::resize(rc::kNominalSize, rc::gen::arbitrary<std::uint64_t>()) >> 11) | (std::uint64_t{1} << 52);
     const int exponent = *rc::gen::resize(rc::kNominalSize, rc::gen::inRange(-298 + 52, 300));
-    const double x = (*rc::gen::arbitrary<bool>() ? -1.0 : 1.0) * std::ldexp(static_cast<double>(significand), exponent - 52);
+    const double x =
+        (*rc::gen::arbitrary<bool>() ? -1.0 : 1.0) * std::ldexp(static_cast<double>(significand), exponent - 52);
     ExactAddDouble(w.data(), x);
     exact.AddDouble(x);
   }
@@ -750,7 +766,8 @@ TEST(ExactSumTest, BulkFormsMatchTheSingleOnes) {
   std::vector<std::int64_t> normalized = words;
   ExactNormalizeAll(normalized);
   for (int i = 0; i < kCount; ++i) {
-    EXPECT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(ExactToFloat(&words[i * kExactWords])));
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(out[i]),
+              std::bit_cast<std::uint32_t>(ExactToFloat(&words[i * kExactWords])));
     Words one;
     std::copy_n(&words[i * kExactWords], kExactWords, one.begin());
     Words one_normalized;
