@@ -164,6 +164,36 @@ void ExactMerge(std::int64_t* dst, const std::int64_t* src) {
   for (int i = 0; i < kExactWords; ++i) dst[i] += src[i];
 }
 
+void ExactAddInt128(std::int64_t* words, ExactInt128 value, int position) {
+  if (value == 0) return;
+  const std::int64_t sign_mask = value < 0 ? -1 : 0;
+  Uint128 magnitude = value < 0 ? -static_cast<Uint128>(value) : static_cast<Uint128>(value);
+  if (position < 0) {
+    assert((magnitude & ((Uint128{1} << -position) - 1)) == 0);
+    magnitude >>= -position;
+    position = 0;
+  }
+  // 32-bit digits of magnitude * 2^(position % 32), added at word position / 32 on.
+  // Digits past the top digit word (zero unless the value is near the top of the
+  // range) fold into it: that word is signed and holds more than 32 bits.
+  const int shift = position & 31;
+  const int first = position >> 5;
+  const Uint128 low = magnitude << shift;                                                          // bits 0..127
+  const std::uint64_t high = shift == 0 ? 0 : static_cast<std::uint64_t>(magnitude >> 96) >> (32 - shift);  // 128..159
+  for (int d = 0; d < 5; ++d) {
+    const std::uint64_t digit = d < 4 ? static_cast<std::uint64_t>(low >> (32 * d)) & 0xffffffffu : high;
+    if (digit == 0) continue;
+    const std::int64_t signed_digit = (static_cast<std::int64_t>(digit) ^ sign_mask) - sign_mask;
+    const int index = first + d;
+    if (index <= kTopDigit)
+      words[index] += signed_digit;
+    else {
+      assert(index == kTopDigit + 1);  // beyond that the value is out of range
+      words[kTopDigit] += signed_digit * (std::int64_t{1} << 32);
+    }
+  }
+}
+
 void ExactNormalize(std::int64_t* words) {
   NormalizeDigits(words);  // the special word is not touched
 }

@@ -41,6 +41,8 @@
 
 namespace dtlab {
 
+__extension__ typedef __int128 ExactInt128;  // GCC and Clang; __extension__ keeps -Wpedantic quiet
+
 inline constexpr int kExactDigitWords = 18;
 inline constexpr int kExactWords = kExactDigitWords + 1;
 inline constexpr int kExactLsbExponent = -298;  // 2^-298: the smallest float32 x float32 product
@@ -58,6 +60,11 @@ inline void ExactAddProduct(std::int64_t* words, float a, float b);
 /// float32, every float32 x float32 product, and zero), or non-finite.
 /// REQUIRES (checked by assert): that multiple condition and |x| < 2^300.
 void ExactAddDouble(std::int64_t* words, double x);
+/// words += value * 2^(position + kExactLsbExponent), for a 128-bit integer (the
+/// partial sums of a caller's own fixed-point window). REQUIRES: the result stays
+/// in the accumulator's range; a negative position only if value's low -position
+/// bits are zero.
+void ExactAddInt128(std::int64_t* words, ExactInt128 value, int position);
 /// dst += src, word by word (the merge of two accumulators).
 void ExactMerge(std::int64_t* dst, const std::int64_t* src);
 /// Propagates carries: the canonical form of the same value.

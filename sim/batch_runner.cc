@@ -1,6 +1,7 @@
 #include "sim/batch_runner.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -143,6 +144,139 @@ void BatchRunner::Run(const Tensor<float>& images, std::span<const std::int32_t>
   }
 }
 
+namespace {
+
+// out[k] = the exact sum over examples of values[e][k], for k in [begin, end), taken
+// four elements at a time so that four independent accumulators keep the core busy.
+void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts, std::int64_t begin,
+               std::int64_t end, std::int64_t* out) {
+  constexpr std::int64_t kLanes = 4;
+  const std::int64_t size = terms[0]->values.dim(1);
+  for (std::int64_t k = begin; k < end; k += kLanes) {
+    const std::int64_t lanes = std::min(kLanes, end - k);
+    std::int64_t acc[kLanes][kExactWords] = {};
+    for (std::size_t c = 0; c < terms.size(); ++c) {
+      const float* v = terms[c]->values.data() + k;
+      for (std::int64_t e = 0; e < counts[c]; ++e, v += size) {
+        if (lanes == kLanes) {
+          ExactAddFloat(acc[0], v[0]);
+          ExactAddFloat(acc[1], v[1]);
+          ExactAddFloat(acc[2], v[2]);
+          ExactAddFloat(acc[3], v[3]);
+        } else {
+          for (std::int64_t l = 0; l < lanes; ++l) ExactAddFloat(acc[l], v[l]);
+        }
+      }
+    }
+    for (std::int64_t l = 0; l < lanes; ++l) {
+      ExactNormalize(acc[l]);
+      std::copy_n(acc[l], kExactWords, out + (k + l) * kExactWords);
+    }
+  }
+}
+
+}  // namespace
+
+// Rows [begin, end) of an [I, J] parameter whose element (i, j) is the exact sum of
+// a[e][i] * b[e][j] over the segment's examples.
+//
+// The products are 48-bit integers times powers of two. Element (i, j)'s products
+// are at most 2^(Amax_i + Bmax_j) (the largest exponents of a[.][i] and b[.][j]), so
+// a 128-bit integer window whose top is that bound plus room for the carries holds
+// every product within 78 - H binades of it exactly; the window is added to the
+// element's accumulator words once at the end (ExactAddInt128). A product further
+// below (rare: a tiny factor beside a large one) goes straight to the words. Either
+// way the sum is exact, so the split between the two is invisible in the result.
+//
+// Each example's b row is first reduced to its nonzero entries: a zero factor adds
+// an exact zero, unless the other factor is infinite or NaN (0 * inf is NaN), in
+// which case the whole row goes through ExactAddProduct.
+void BatchRunner::SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts,
+                                   std::int64_t begin, std::int64_t end, std::int64_t* out, SumScratch& scratch) {
+  using exact_internal::DecodeFiniteFloat;
+  const std::int64_t inputs = terms[0]->a.dim(1), units = terms[0]->b.dim(1);
+  const auto J = static_cast<std::size_t>(units);
+  std::int64_t rows = 0;
+  for (const std::int64_t c : counts) rows += c;
+  // Headroom: at most `rows` products per element, each below 2^(top - H).
+  const int headroom = std::bit_width(static_cast<std::uint64_t>(rows)) + 1;
+  const int reach = 126 - 48 - headroom;  // how far below the top a product's lsb may sit
+
+  scratch.nonzero.clear();
+  scratch.row_start.clear();
+  scratch.row_finite.clear();
+  scratch.b_max.assign(J, 0);
+  for (std::size_t c = 0; c < terms.size(); ++c)
+    for (std::int64_t e = 0; e < counts[c]; ++e) {
+      const float* b = terms[c]->b.data() + e * units;
+      bool finite = true;
+      for (std::int64_t j = 0; j < units; ++j) finite &= std::isfinite(b[j]);
+      scratch.row_start.push_back(scratch.nonzero.size());
+      scratch.row_finite.push_back(finite);
+      for (std::int64_t j = 0; j < units; ++j) {
+        if (b[j] == 0.0f) continue;
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(b[j]);
+        const auto [significand, exponent] = DecodeFiniteFloat(bits);
+        const auto signed_significand = static_cast<std::int32_t>(significand);
+        scratch.nonzero.push_back({static_cast<std::int32_t>(j), b[j], (bits >> 31) ? -signed_significand : signed_significand,
+                                   static_cast<std::int32_t>(exponent)});
+        if (finite) scratch.b_max[static_cast<std::size_t>(j)] = std::max(scratch.b_max[static_cast<std::size_t>(j)], static_cast<std::int32_t>(exponent));
+      }
+    }
+  scratch.row_start.push_back(scratch.nonzero.size());
+  scratch.words.resize(J * kExactWords);
+  scratch.window.resize(J);
+  scratch.a_significand.resize(static_cast<std::size_t>(rows));
+  scratch.a_exponent.resize(static_cast<std::size_t>(rows));
+  std::int64_t* row = scratch.words.data();
+  for (std::int64_t i = begin; i < end; ++i) {
+    std::fill(scratch.words.begin(), scratch.words.end(), 0);
+    std::fill(scratch.window.begin(), scratch.window.end(), 0);
+    // a[.][i] decoded, and its largest exponent over the finite nonzero values.
+    std::int32_t a_max = 0;
+    std::size_t r = 0;
+    for (std::size_t c = 0; c < terms.size(); ++c)
+      for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
+        const float a = terms[c]->a[e * inputs + i];
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(a);
+        const auto [significand, exponent] = DecodeFiniteFloat(bits);
+        const auto signed_significand = static_cast<std::int32_t>(significand);
+        scratch.a_significand[r] = (bits >> 31) ? -signed_significand : signed_significand;
+        scratch.a_exponent[r] = static_cast<std::int32_t>(exponent);
+        if (a != 0.0f && std::isfinite(a)) a_max = std::max(a_max, static_cast<std::int32_t>(exponent));
+      }
+    r = 0;
+    for (std::size_t c = 0; c < terms.size(); ++c)
+      for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
+        const float a = terms[c]->a[e * inputs + i];
+        if (!std::isfinite(a) || !scratch.row_finite[r]) {
+          const float* b = terms[c]->b.data() + e * units;
+          for (std::int64_t j = 0; j < units; ++j) ExactAddProduct(row + j * kExactWords, a, b[j]);
+          continue;
+        }
+        if (a == 0.0f) continue;
+        const std::int64_t sa = scratch.a_significand[r];
+        const std::int32_t da = scratch.a_exponent[r] - a_max + reach;
+        for (std::size_t n = scratch.row_start[r]; n < scratch.row_start[r + 1]; ++n) {
+          const auto& entry = scratch.nonzero[n];
+          const auto j = static_cast<std::size_t>(entry.index);
+          const std::int32_t shift = da + entry.exponent - scratch.b_max[j];
+          if (shift >= 0) [[likely]] {
+            scratch.window[j] += static_cast<ExactInt128>(sa * entry.significand) << shift;
+          } else {
+            ExactAddProduct(row + j * kExactWords, a, entry.value);
+          }
+        }
+      }
+    // The window's bit 0 is the lsb of a product with exponents a_max + b_max - reach,
+    // accumulator bit a_max + b_max - reach - 2 (ExactAddProduct's position).
+    for (std::size_t j = 0; j < J; ++j)
+      ExactAddInt128(row + j * kExactWords, scratch.window[j], a_max + scratch.b_max[j] - reach - 2);
+    ExactNormalizeAll(scratch.words);
+    std::copy(scratch.words.begin(), scratch.words.end(), out + i * units * kExactWords);
+  }
+}
+
 void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int32_t> labels,
                            std::span<const float> coefficients, std::span<float> per_example_loss,
                            std::span<std::int32_t> predictions, std::span<const ExactSegment> segments) {
@@ -216,57 +350,30 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
   }
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, sum_tasks.size(), 1),
                     [&](const tbb::blocked_range<std::size_t>& range) {
-                      std::vector<std::int64_t> row;
-                      std::vector<std::uint8_t> finite;
                       for (std::size_t t = range.begin(); t < range.end(); ++t) {
                         const SumTask& task = sum_tasks[t];
                         const ExactSegment& seg = segments[task.segment];
                         std::int64_t* out = seg.grad_words.data() + offsets[task.parameter] * kExactWords;
                         const auto& mine = segment_chunks[task.segment];
                         const ExampleTerms& first = chunk_terms_[chunks[mine.front()].slot][task.parameter];
-                        if (first.kind == ExampleTerms::Kind::kValues) {
-                          const std::int64_t size = first.values.dim(1);
-                          for (std::int64_t k = task.begin; k < task.end; ++k) {
-                            std::int64_t acc[kExactWords] = {};
-                            for (const std::size_t c : mine) {
-                              const float* v = chunk_terms_[chunks[c].slot][task.parameter].values.data() + k;
-                              for (std::int64_t e = 0; e < chunks[c].count; ++e) ExactAddFloat(acc, v[e * size]);
-                            }
-                            ExactNormalize(acc);
-                            std::copy_n(acc, kExactWords, out + k * kExactWords);
-                          }
-                        } else {
-                          // Element (i, j) sums a[e][i] * b[e][j]; a zero a[e][i] adds nothing
-                          // unless b's row holds an infinity or NaN (0 * inf is NaN).
-                          const std::int64_t inputs = first.a.dim(1), units = first.b.dim(1);
-                          finite.clear();
-                          for (const std::size_t c : mine) {
-                            const ExampleTerms& terms = chunk_terms_[chunks[c].slot][task.parameter];
-                            for (std::int64_t e = 0; e < chunks[c].count; ++e) {
-                              bool ok = true;
-                              for (std::int64_t j = 0; j < units; ++j) ok &= std::isfinite(terms.b[e * units + j]);
-                              finite.push_back(ok);
-                            }
-                          }
-                          row.resize(static_cast<std::size_t>(units * kExactWords));
-                          for (std::int64_t i = task.begin; i < task.end; ++i) {
-                            std::fill(row.begin(), row.end(), 0);
-                            std::size_t flag = 0;
-                            for (const std::size_t c : mine) {
-                              const ExampleTerms& terms = chunk_terms_[chunks[c].slot][task.parameter];
-                              for (std::int64_t e = 0; e < chunks[c].count; ++e, ++flag) {
-                                const float a = terms.a[e * inputs + i];
-                                if (a == 0.0f && finite[flag]) continue;
-                                const float* b = terms.b.data() + e * units;
-                                for (std::int64_t j = 0; j < units; ++j) ExactAddProduct(row.data() + j * kExactWords, a, b[j]);
-                              }
-                            }
-                            ExactNormalizeAll(row);
-                            std::copy(row.begin(), row.end(), out + i * units * kExactWords);
-                          }
+                        std::vector<const ExampleTerms*> terms;
+                        std::vector<std::int64_t> counts;
+                        for (const std::size_t c : mine) {
+                          terms.push_back(&chunk_terms_[chunks[c].slot][task.parameter]);
+                          counts.push_back(chunks[c].count);
                         }
+                        if (first.kind == ExampleTerms::Kind::kValues)
+                          SumValues(terms, counts, task.begin, task.end, out);
+                        else
+                          SumOuterProducts(terms, counts, task.begin, task.end, out, scratch_sums_.local());
                       }
                     });
+}
+
+void RoundWords(std::span<const std::int64_t> words, std::span<float> out) {
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, out.size(), 4096), [&](const tbb::blocked_range<std::size_t>& r) {
+    ExactToFloats(words.subspan(r.begin() * kExactWords, r.size() * kExactWords), out.subspan(r.begin(), r.size()));
+  });
 }
 
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
@@ -278,8 +385,11 @@ void AddRegularizationWords(const Sequential<float>& model, const ParameterList<
     const std::int64_t size = weights[p].size();
     if (model.parameters()[p].spec.is_kernel) {
       const float* w = weights[p].data();
-      for (std::int64_t k = 0; k < size; ++k)
-        ExactAddFloat(words.data() + (offset + k) * kExactWords, coefficient * (w[k] * 2.0f));
+      std::int64_t* first = words.data() + offset * kExactWords;
+      tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, size, 8192), [&](const tbb::blocked_range<std::int64_t>& r) {
+        for (std::int64_t k = r.begin(); k < r.end(); ++k)
+          ExactAddFloat(first + k * kExactWords, coefficient * (w[k] * 2.0f));
+      });
     }
     offset += size;
   }
@@ -295,9 +405,9 @@ float BatchRunner::ExactGradient(const ParameterList<float>& params, const Tenso
   AddRegularizationWords(model_, params, 1.0f, words);
   std::int64_t offset = 0;
   for (auto& g : grads) {
-    ExactToFloats(std::span(words).subspan(static_cast<std::size_t>(offset * kExactWords),
-                                           static_cast<std::size_t>(g.size() * kExactWords)),
-                  g.span());
+    RoundWords(std::span(words).subspan(static_cast<std::size_t>(offset * kExactWords),
+                                        static_cast<std::size_t>(g.size() * kExactWords)),
+               g.span());
     offset += g.size();
   }
   ExactSum loss;

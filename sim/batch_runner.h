@@ -52,6 +52,9 @@ struct ExactSegment {
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words);
 
+/// out[i] = ExactToFloat(element i of `words`), in parallel over blocks of elements.
+void RoundWords(std::span<const std::int64_t> words, std::span<float> out);
+
 class BatchRunner {
  public:
   /// Examples per task. 16 keeps a chunk's im2col matrix of seed-cnn near the L2 cache size.
@@ -113,6 +116,22 @@ class BatchRunner {
     std::size_t slot;           // index into chunk_grads_ (if the segment has several chunks)
     bool direct;                // the segment's only chunk: writes straight into its grads
   };
+  struct SumScratch {
+    struct Entry {
+      std::int32_t index;
+      float value;
+      std::int32_t significand;  // signed, 24 bits
+      std::int32_t exponent;     // exact_internal::DecodeFiniteFloat's lsb exponent
+    };
+    std::vector<Entry> nonzero;
+    std::vector<std::size_t> row_start;
+    std::vector<std::uint8_t> row_finite;
+    std::vector<std::int32_t> b_max, a_significand, a_exponent;
+    std::vector<std::int64_t> words;
+    std::vector<ExactInt128> window;
+  };
+  static void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts,
+                               std::int64_t begin, std::int64_t end, std::int64_t* out, SumScratch& scratch);
   ParameterList<float>& ChunkBuffer(std::vector<ParameterList<float>>& pool, std::size_t slot);
   // Copies chunk `task` of the batch into the scratch's fixed-shape (zero-padded) buffers.
   void LoadChunk(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
@@ -121,6 +140,7 @@ class BatchRunner {
   const Sequential<float>& model_;
   std::int64_t chunk_size_;
   tbb::enumerable_thread_specific<ThreadScratch> scratch_;
+  tbb::enumerable_thread_specific<SumScratch> scratch_sums_;
   std::vector<ParameterList<float>> chunk_grads_, chunk_magnitudes_;  // [slot][parameter]
   std::vector<std::vector<ExampleTerms>> chunk_terms_;                // exact mode: [slot][parameter]
 };

@@ -392,7 +392,7 @@ float Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,
     AllReduce<std::int64_t>(word_buffers, ReduceOp::kSum, options);
   tbb::parallel_for(0, holders, [&](std::int32_t r) {
     Replica& replica = replicas_[static_cast<std::size_t>(r)];
-    ExactToFloats(replica.words, replica.flat);
+    RoundWords(replica.words, replica.flat);
     if (ddp)
       for (float& g : replica.flat) g /= static_cast<float>(n);
   });

@@ -219,6 +219,54 @@ RC_GTEST_PROP(FastMode, ErrorAlwaysWithinItsBound, ()) {
   RC_ASSERT(r.check->max_bound_fraction <= 1.0);
 }
 
+// Dense kernels sum exact products in a 128-bit window below each element's largest
+// product, and send products too far below it (here pixels of 1e-30 and subnormal
+// 1e-40 beside pixels near 1) straight to the words. One segment of the batch mixes
+// both paths; one segment per example uses only the window. Their merged words
+// must be identical.
+TEST(ExactMode, TinyFactorsBesideLargeOnesStayExact) {
+  Lab lab("linear", 4, 6, 1);
+  std::vector<std::int64_t> batch = {0, 1, 2, 3, 4, 5};
+  Tensor<float> images;
+  std::vector<std::int32_t> labels;
+  GatherBatch(lab.data, batch, images, labels);
+  const float specials[] = {1e-30f, -1e-40f, 3e-20f, 1.0f, 7e-39f, -2.5e-33f};
+  for (std::int64_t e = 0; e < 6; ++e) images[e * 16 + (e % 4)] = specials[e];
+  images[5 * 16 + 7] = 1e-44f;
+  std::vector<float> coefficients(6, 1.0f / 6);
+  const auto size = static_cast<std::size_t>(lab.model->num_parameter_values() * kExactWords);
+  std::vector<float> losses(6), single_losses(6);
+  std::vector<std::int32_t> predictions(6);
+  std::vector<std::int64_t> whole(size);
+  BatchRunner runner(*lab.model, 16);
+  const ExactSegment one{&lab.params, 0, 6, whole};
+  runner.RunExact(images, labels, coefficients, losses, predictions, std::span(&one, 1));
+  std::vector<std::vector<std::int64_t>> parts(6, std::vector<std::int64_t>(size));
+  std::vector<ExactSegment> singles;
+  for (std::int64_t e = 0; e < 6; ++e) singles.push_back({&lab.params, e, 1, parts[static_cast<std::size_t>(e)]});
+  runner.RunExact(images, labels, coefficients, single_losses, predictions, singles);
+  for (std::size_t e = 1; e < 6; ++e)
+    for (std::size_t k = 0; k < size; k += kExactWords) ExactMerge(parts[0].data() + k, parts[e].data() + k);
+  ExactNormalizeAll(parts[0]);
+  ExactNormalizeAll(whole);
+  EXPECT_EQ(parts[0], whole);
+  // And the kernel element by element against ExactAddProduct's plain sum of
+  // x[e][i] * dlogits[e][j].
+  Sequential<float>::Workspace ws;
+  const Tensor<float>& logits = lab.model->Forward(lab.params, images, ws, MathMode::kExact);
+  Tensor<float> dlogits;
+  std::vector<float> plain_losses(6);
+  SparseCategoricalCrossentropyFromLogitsPortable(logits, labels, plain_losses, coefficients, &dlogits);
+  EXPECT_TRUE(SameBits(plain_losses, losses));
+  for (std::int64_t i = 0; i < 16; ++i)
+    for (std::int64_t j = 0; j < 5; ++j) {
+      std::int64_t words[kExactWords] = {};
+      for (std::int64_t e = 0; e < 6; ++e) ExactAddProduct(words, images[e * 16 + i], dlogits[e * 5 + j]);
+      ExactNormalize(words);
+      EXPECT_TRUE(std::equal(words, words + kExactWords, whole.data() + (i * 5 + j) * kExactWords)) << i << "," << j;
+    }
+}
+
 // Some runs with hundreds of replicas: 1024 replicas of the linear model.
 TEST(ExactMode, ThousandReplicasEqualOneDevice) {
   Lab setup("linear", 4, 1500, 9);
