@@ -75,6 +75,7 @@ TestMetrics EvaluateTestSet(BatchRunner& runner, const ParameterList<float>& par
   Pipeline pipeline(test.count);
   (void)pipeline.Batch(batch_size);  // batch_size >= 1 was validated
   MeanMetric loss;
+  ExactMeanMetric exact_loss;  // exact mode: the mean does not depend on the batch size either
   SparseCategoricalAccuracy accuracy;
   Tensor<float> images;
   std::vector<std::int32_t> labels, predictions;
@@ -84,10 +85,13 @@ TestMetrics EvaluateTestSet(BatchRunner& runner, const ParameterList<float>& par
     losses.resize(labels.size());
     predictions.resize(labels.size());
     runner.Evaluate(params, images, labels, losses, predictions, math);
-    loss.UpdateState(losses);
+    if (math == MathMode::kExact)
+      exact_loss.UpdateState(losses);
+    else
+      loss.UpdateState(losses);
     accuracy.UpdateState(labels, predictions);
   }
-  return {loss.Result(), accuracy.Result(), test.count};
+  return {math == MathMode::kExact ? exact_loss.Result() : loss.Result(), accuracy.Result(), test.count};
 }
 
 Status AppendMetricsCsv(const std::string& directory, const EpochReport& r) {
