@@ -15,6 +15,7 @@ namespace dtlab::cli {
 
 int TrainCommand(const std::vector<std::string>& args);
 int EvalCommand(const std::vector<std::string>& args);
+int CheckCommand(const std::vector<std::string>& args);
 
 /// Parses `args` into `values`. Returns -1 on success, or the exit code to return
 /// (0 after printing --help, 2 after printing a usage error naming the command).

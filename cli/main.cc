@@ -15,6 +15,7 @@ Usage: dtlab <command> [options]
 Commands:
   train    train a model on one device (Fashion-MNIST by default), with checkpoints
   eval     evaluate the latest checkpoint of a training run on the test set
+  check    property checks of loss scaling over random clusters and batches (RapidCheck)
 
 Run 'dtlab <command> --help' for a command's options.
 Exit codes: 0 success, 1 a check failed, 2 usage or input error, 3 runtime fault.
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   }
   if (command == "train") return dtlab::cli::TrainCommand(args);
   if (command == "eval") return dtlab::cli::EvalCommand(args);
+  if (command == "check") return dtlab::cli::CheckCommand(args);
   std::fprintf(stderr, "dtlab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }
