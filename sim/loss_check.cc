@@ -17,6 +17,8 @@
 #include "core/metrics.h"
 #include "core/mnist.h"
 #include "core/reshape.h"
+#include "core/safetensors.h"
+#include "core/training_state.h"
 #include "sim/batch_runner.h"
 #include "sim/cluster.h"
 #include "sim/collectives.h"
@@ -399,8 +401,8 @@ CheckResult MeanMetricTrap(const CheckOptions& options) {
       options);
 }
 
-// A checkpoint saved on N1 replicas and restored on N2 continues exactly as one
-// device does (exact mode).
+// A checkpoint saved on N1 replicas (serialized and parsed back) and restored on
+// N2 continues exactly as one device does (exact mode).
 CheckResult CheckpointRestore(const CheckOptions& options) {
   return RunProperty(
       [&] {
@@ -427,11 +429,19 @@ CheckResult CheckpointRestore(const CheckOptions& options) {
         auto one = make(1, initial);
         (void)first->TrainStep(data, batch(0, n1), g, 0.01f, 0);
         (void)one->TrainStep(data, batch(0, 1), g, 0.01f, 0);
+        // Through the checkpoint file's bytes, as a restart would read them.
+        TrainingState saved;
+        saved.optimizer = std::move(MakeOptimizer("adam", {})).value();
+        saved.params = first->variables();
+        saved.optimizer->Build(saved.params);
+        first->ExportState(saved);
+        const std::string bytes = SerializeSafetensors(MakeCheckpoint(model, saved, {}));
         TrainingState state;
         state.optimizer = std::move(MakeOptimizer("adam", {})).value();
-        state.params = first->variables();
+        state.params = model.ZeroParameters();
         state.optimizer->Build(state.params);
-        first->ExportState(state);
+        const auto file = ParseSafetensors(bytes, "checkpoint");
+        if (!file.ok() || !RestoreCheckpoint(*file, model, state).ok()) RC_FAIL("the checkpoint did not restore");
         auto second = make(n2, state.params);
         second->ImportState(state);
         (void)second->TrainStep(data, batch(1, n2), g, 0.01f, 1);
