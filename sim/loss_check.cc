@@ -52,10 +52,11 @@ std::string Number(double x) {
   return text;
 }
 
+std::string Replicas(std::int32_t n) { return std::to_string(n) + (n == 1 ? " replica" : " replicas"); }
+
 // "2 replicas (1 worker), global batch 3 split [2, 1] (v2 rebatch)..."
 std::string DescribeCase(const CheckCase& c) {
-  std::string text = std::to_string(c.replicas) + (c.replicas == 1 ? " replica (" : " replicas (") +
-                     std::to_string(c.workers) + (c.workers == 1 ? " worker)" : " workers)") + ", global batch " +
+  std::string text = Replicas(c.replicas) + " (" + std::to_string(c.workers) + (c.workers == 1 ? " worker)" : " workers)") + ", global batch " +
                      std::to_string(c.global_batch);
   if (c.batch < c.global_batch) text += ", a short final batch of " + std::to_string(c.batch);
   text += " split " + Join(c.split) + " (" + std::string(RebatchRuleName(c.rule)) + " rebatch)";
@@ -372,7 +373,7 @@ CheckResult MetricMerge(const CheckOptions& options) {
         }
         one.UpdateState(all);
         if (!(merged.total() == one.total() && merged.count() == one.count()))
-          RC_FAIL(std::to_string(n) + " replicas: the merged metric state differs from one device's");
+          RC_FAIL(Replicas(n) + ": the merged metric state differs from one device's");
       },
       options);
 }
@@ -393,7 +394,7 @@ CheckResult MeanMetricTrap(const CheckOptions& options) {
         if (mean.Result() != sum) {
           std::string values;
           for (const float l : losses) values += (values.empty() ? "" : ", ") + Number(l);
-          RC_FAIL(std::to_string(n) + " replicas with scaled losses " + values + ": a Mean metric fed them reads " +
+          RC_FAIL(Replicas(n) + " with scaled losses " + values + ": a Mean metric fed them reads " +
                   Number(mean.Result()) + ", but the global loss is their SUM, " + Number(sum) +
                   " (strategy.reduce(SUM, ...), or sum the metric states)");
         }
@@ -448,8 +449,7 @@ CheckResult CheckpointRestore(const CheckOptions& options) {
         (void)one->TrainStep(data, batch(1, 1), g, 0.01f, 1);
         for (std::size_t p = 0; p < second->variables().size(); ++p)
           if (!(second->variables()[p] == one->variables()[p]))
-            RC_FAIL("saved on " + std::to_string(n1) + " replicas and restored on " + std::to_string(n2) +
-                    ", global batch " + std::to_string(g) + ": the next step's " + model.parameters()[p].name +
+            RC_FAIL("saved on " + Replicas(n1) + " and restored on " + Replicas(n2) + ", global batch " + std::to_string(g) + ": the next step's " + model.parameters()[p].name +
                     " differs from one device's");
       },
       options);
