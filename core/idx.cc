@@ -190,13 +190,21 @@ StatusOr<IdxArray> ParseIdx(ByteSource& source, const std::string& path) {
     }
   }
 
-  array.values.resize(static_cast<std::size_t>(payload_bytes));
-  DTLAB_ASSIGN_OR_RETURN(const std::size_t payload_read,
-                         source.Read(array.values.data(), array.values.size()));
-  if (payload_read < array.values.size()) {
-    return Status::Corruption(path + ": truncated: expected " + std::to_string(payload_bytes) +
-                              " bytes of data after the header, found " +
-                              std::to_string(payload_read));
+  // Read in slices and grow the array as data arrives, so that a short file whose
+  // header claims 2 GiB costs what the file holds, not 2 GiB of zeros (found by
+  // fuzz/idx_fuzz.cc).
+  constexpr std::size_t kSliceBytes = std::size_t{16} << 20;
+  const auto wanted = static_cast<std::size_t>(payload_bytes);
+  std::size_t payload_read = 0;
+  while (payload_read < wanted) {
+    const std::size_t slice = std::min(kSliceBytes, wanted - payload_read);
+    array.values.resize(payload_read + slice);
+    DTLAB_ASSIGN_OR_RETURN(const std::size_t count, source.Read(array.values.data() + payload_read, slice));
+    payload_read += count;
+    if (count < slice) {
+      return Status::Corruption(path + ": truncated: expected " + std::to_string(payload_bytes) +
+                                " bytes of data after the header, found " + std::to_string(payload_read));
+    }
   }
 
   // Nothing may follow the data. Reading on also drives a gzip stream to its end,

@@ -169,6 +169,14 @@ TEST_F(IdxTest, BadDimensionCountIsCorruption) {
   ExpectCorruption(PathFor("five-dims"), bytes, {"magic", "0x00 0x00 0x08 0x05"});
 }
 
+// A header claiming a gigabyte before 5 bytes of data is reported as truncated
+// with the bytes actually found; the reader grows the array as data arrives
+// instead of allocating what the header claims (fuzz/idx_fuzz.cc found the cost).
+TEST_F(IdxTest, HugeClaimedPayloadOnAShortFileIsTruncated) {
+  Bytes bytes = {0x00, 0x00, 0x08, 0x02, 0x00, 0x00, 0x80, 0x00, 0x00, 0x00, 0x80, 0x00, 1, 2, 3, 4, 5};
+  ExpectCorruption(PathFor("huge-claim"), bytes, {"truncated", "1073741824", "found 5"});
+}
+
 TEST_F(IdxTest, WrongTypeByteIsUnsupported) {
   Bytes bytes = MakeIdx({3});
   bytes[2] = 0x0d;  // float
