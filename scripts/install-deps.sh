@@ -11,6 +11,7 @@ packages=(
   libeigen3-dev libtbb-dev libboost-program-options-dev zlib1g-dev
   nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev doxygen
+  clang libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh)
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
 )
