@@ -11,6 +11,53 @@
 
 namespace dtlab {
 
+namespace {
+
+// The names of the variables in `values` holding a NaN or an infinity, as
+// "dense/kernel (NaN)"; empty when all are finite.
+std::string NonFiniteVariables(const Sequential<float>& model, const ParameterList<float>& values) {
+  std::string names;
+  for (std::size_t p = 0; p < values.size(); ++p) {
+    bool nan = false, inf = false;
+    for (const float v : values[p].span()) nan |= std::isnan(v), inf |= std::isinf(v);
+    if (nan || inf)
+      names += (names.empty() ? "" : ", ") + model.parameters()[p].name + (nan ? " (NaN)" : " (infinite)");
+  }
+  return names;
+}
+
+}  // namespace
+
+Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets) {
+  for (std::size_t r = 0; r < replicas_.size(); ++r) {
+    std::string bad;
+    if (config_.math == MathMode::kExact) {
+      // An accumulator's last word counts its non-finite terms.
+      ParameterList<float> flags = model_.ZeroParameters();
+      std::size_t k = 0;
+      for (auto& f : flags)
+        for (float& v : f.span()) {
+          const std::int64_t special = replicas_[r].words[k++ * kExactWords + kExactDigitWords];
+          v = special == 0 ? 0.0f : special >= kExactNanUnit ? NAN : INFINITY;
+        }
+      bad = NonFiniteVariables(model_, flags);
+    } else {
+      bad = NonFiniteVariables(model_, replicas_[r].grads);
+    }
+    if (bad.empty()) continue;
+    std::int64_t losses = 0;
+    for (std::int64_t i = offsets[r]; i < offsets[r + 1]; ++i) losses += !std::isfinite(losses_[static_cast<std::size_t>(i)]);
+    const std::string weights = NonFiniteVariables(model_, central() ? host_params_ : replicas_[r].params);
+    return Status::Runtime(
+        "step " + std::to_string(step) + ": replica " + std::to_string(r) + " of " + std::to_string(replicas_.size()) +
+        " computed a non-finite gradient for " + bad + "; " + std::to_string(losses) + " of its " +
+        std::to_string(offsets[r + 1] - offsets[r]) + " examples have a non-finite loss; " +
+        (weights.empty() ? "its weights were finite before the step" : "its weights were already non-finite: " + weights) +
+        ". Try a smaller --lr");
+  }
+  return Status::Ok();
+}
+
 void PackParameters(const ParameterList<float>& params, std::span<float> flat) {
   std::size_t offset = 0;
   for (const auto& p : params) {
@@ -170,7 +217,7 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
   float reduced_loss = 0.0f;
   if (config_.math == MathMode::kExact) {
-    reduced_loss = ExactComputeAndReduce(offsets, batch_sizes, step, result);
+    DTLAB_ASSIGN_OR_RETURN(reduced_loss, ExactComputeAndReduce(offsets, batch_sizes, step, result));
   } else {
     std::vector<BatchSegment> segments(static_cast<std::size_t>(n));
     for (std::int32_t r = 0; r < n; ++r) {
@@ -197,6 +244,7 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
       PackParameters(replica.grads, replica.flat);
     });
 
+    DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
     // strategy.reduce of the per-replica losses, in replica order.
     for (const float l : result.replica_losses) reduced_loss += l;
     if (ddp) reduced_loss /= static_cast<float>(n);
@@ -248,6 +296,9 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
       replica.optimizer->Apply(replica.params, replica.grads, learning_rate);
     });
   }
+  if (const std::string bad = NonFiniteVariables(model_, variables()); !bad.empty())
+    return Status::Runtime("step " + std::to_string(step) + ": the optimizer update made " + bad +
+                           " non-finite although the reduced gradient was finite; try a smaller --lr");
   return result;
 }
 
@@ -335,9 +386,9 @@ StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, st
   return check;
 }
 
-float Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,
-                                     const std::vector<std::int64_t>& batch_sizes, std::int64_t step,
-                                     StepResult& result) {
+StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,
+                                               const std::vector<std::int64_t>& batch_sizes, std::int64_t step,
+                                               StepResult& result) {
   const std::int32_t n = config_.replicas;
   const bool ddp = config_.convention == Convention::kDdp;
   std::vector<ExactSegment> segments(static_cast<std::size_t>(n));
@@ -370,6 +421,7 @@ float Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,
     }
     result.replica_losses[k] = losses[k].ToFloat();
   });
+  DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
   // strategy.reduce of the losses: the exact sum, rounded once (DDP: then / N).
   ExactSum total;
   for (const ExactSum& l : losses) total.Merge(l);

@@ -113,8 +113,12 @@ class Cluster final : public TrainingEngine {
   bool central() const { return config_.strategy == StrategyKind::kCentralStorage; }
   // Exact mode's compute and reduction: leaves the reduced, rounded gradient in every
   // replica's `flat` (replica 0's only for CentralStorage) and returns the loss.
-  float ExactComputeAndReduce(const std::vector<std::int64_t>& offsets, const std::vector<std::int64_t>& batch_sizes,
-                              std::int64_t step, StepResult& result);
+  StatusOr<float> ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,
+                                        const std::vector<std::int64_t>& batch_sizes, std::int64_t step,
+                                        StepResult& result);
+  // Runtime naming the replica, the variables and the step if a replica's gradient
+  // holds a NaN or an infinity (before the collective spreads it to every replica).
+  Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets);
   StepCheck CheckExactAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
                                        const std::vector<float>& reduced, float reduced_loss, std::int64_t step);
   StepCheck CheckAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
