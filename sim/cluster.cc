@@ -302,17 +302,25 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   return result;
 }
 
+std::int64_t Cluster::PrepareReference(std::int64_t global_batch_size) {
+  const auto total = static_cast<std::int64_t>(labels_.size());
+  const std::int64_t denominator = config_.convention == Convention::kDdp
+                                       ? total
+                                       : ReplicaDenominator(config_.denominator, total, global_batch_size, 1);
+  reference_coefficients_.assign(labels_.size(), 0.0f);
+  AverageLossCoefficients<float>({}, total, denominator, 1.0f, reference_coefficients_);
+  reference_losses_.assign(labels_.size(), 0.0f);
+  reference_predictions_.assign(labels_.size(), 0);
+  return denominator;
+}
+
 StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
                                          const std::vector<std::int64_t>& batch_sizes,
                                          const std::vector<float>& reduced, float reduced_loss, std::int64_t step) {
   // One device on the whole global batch, same weights, the same loss code with N = 1.
   const auto total = static_cast<std::int64_t>(labels_.size());
   const bool ddp = config_.convention == Convention::kDdp;
-  const std::int64_t denominator = ddp ? total : ReplicaDenominator(config_.denominator, total, global_batch_size, 1);
-  reference_coefficients_.assign(labels_.size(), 0.0f);
-  AverageLossCoefficients<float>({}, total, denominator, 1.0f, reference_coefficients_);
-  reference_losses_.assign(labels_.size(), 0.0f);
-  reference_predictions_.assign(labels_.size(), 0);
+  const std::int64_t denominator = PrepareReference(global_batch_size);
   if (reference_grads_.empty()) {
     reference_grads_ = model_.ZeroParameters();
     reference_magnitudes_ = model_.ZeroParameters();
@@ -455,13 +463,8 @@ StepCheck Cluster::CheckExactAgainstReference(const ParameterList<float>& weight
                                               const std::vector<float>& reduced, float reduced_loss,
                                               std::int64_t step) {
   // One device on the whole global batch, exact mode, the same loss code with N = 1.
-  const auto total = static_cast<std::int64_t>(labels_.size());
   const bool ddp = config_.convention == Convention::kDdp;
-  const std::int64_t denominator = ddp ? total : ReplicaDenominator(config_.denominator, total, global_batch_size, 1);
-  reference_coefficients_.assign(labels_.size(), 0.0f);
-  AverageLossCoefficients<float>({}, total, denominator, 1.0f, reference_coefficients_);
-  reference_losses_.assign(labels_.size(), 0.0f);
-  reference_predictions_.assign(labels_.size(), 0);
+  PrepareReference(global_batch_size);
   if (reference_grads_.empty()) reference_grads_ = model_.ZeroParameters();
   const float reference_loss =
       runner_.ExactGradient(weights, images_, labels_, reference_coefficients_, reference_losses_,

@@ -119,6 +119,9 @@ class Cluster final : public TrainingEngine {
   // Runtime naming the replica, the variables and the step if a replica's gradient
   // holds a NaN or an infinity (before the collective spreads it to every replica).
   Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets);
+  // The reference step's coefficients (the loss code with N = 1 on the whole batch)
+  // and cleared output buffers; returns its loss denominator.
+  std::int64_t PrepareReference(std::int64_t global_batch_size);
   StepCheck CheckExactAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
                                        const std::vector<float>& reduced, float reduced_loss, std::int64_t step);
   StepCheck CheckAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,

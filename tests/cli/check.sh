@@ -3,12 +3,6 @@
 # replays the same report; bad input exits 2.
 . "$(dirname "$0")/lib.bash"
 
-check_json() {  # check_json NAME PYTHON-EXPRESSION-ON-d
-  CHECKS=$((CHECKS + 1))
-  python3 -c "import json,sys; d=json.load(open('$WORK/$1.out')); sys.exit(0 if ($2) else 1)" ||
-    { fail "$1: expected $2"; head -c 800 "$WORK/$1.out" >&2; }
-}
-
 expect_exit 0 list -- "$DTLAB" check --list
 for p in correct-scaling per-replica-mean default-denominator unscaled-regularization per-pixel-without-hw \
          metric-merge mean-metric-trap checkpoint-restore; do

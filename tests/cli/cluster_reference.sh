@@ -5,11 +5,6 @@
 . "$(dirname "$0")/lib.bash"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 
-check_json() {  # check_json NAME PYTHON-EXPRESSION-ON-d
-  CHECKS=$((CHECKS + 1))
-  python3 -c "import json,sys; d=json.load(open('$WORK/$1.out')); sys.exit(0 if ($2) else 1)" ||
-    { fail "$1: expected $2"; head -c 600 "$WORK/$1.out" >&2; }
-}
 train() { local name=$1; shift; expect_exit "${EXPECT:-0}" "$name" -- timeout 300 "$DTLAB" train --no-progress --json --epochs 1 "$@"; }
 
 for n in 1 2 3 4 8; do

@@ -34,6 +34,13 @@ expect_same_file() {
   cmp -s "$1" "$2" || fail "files differ: $1 $2"
 }
 
+# check_json NAME PYTHON-EXPRESSION-ON-d: $WORK/NAME.out is JSON for which the expression holds.
+check_json() {
+  CHECKS=$((CHECKS + 1))
+  python3 -c "import json,sys; d=json.load(open('$WORK/$1.out')); sys.exit(0 if ($2) else 1)" ||
+    { fail "$1: expected $2"; head -c 800 "$WORK/$1.out" >&2; }
+}
+
 finish() {
   echo "$((CHECKS - FAILURES)) passed, $FAILURES failed"
   [ "$FAILURES" = 0 ]
