@@ -53,6 +53,14 @@ int CallsBeforeRefill(std::int32_t num_replicas) {
   return static_cast<int>(200 / std::log2(static_cast<double>(num_replicas)));  // 8 * 2^-100 * N^calls < 2^127
 }
 
+// nccl-tests' columns: algbw = bytes per replica / time, busbw = algbw x 2(N-1)/N.
+void SetBusBandwidth(benchmark::State& state, std::int64_t bytes, std::int32_t n) {
+  const double gigabytes = static_cast<double>(bytes) / 1e9;
+  state.counters["algbw_GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["busbw_GBps"] =
+      benchmark::Counter(gigabytes * 2.0 * (n - 1) / n, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // In place, float, SUM, every replica its own buffer.
 void BM_AllReduce(benchmark::State& state, AllReduceAlgorithm algorithm) {
   const std::int64_t bytes = state.range(0) * kMiB;
@@ -78,10 +86,7 @@ void BM_AllReduce(benchmark::State& state, AllReduceAlgorithm algorithm) {
     AllReduce<float>(buffers, ReduceOp::kSum, options);
     benchmark::ClobberMemory();
   }
-  const double gigabytes = static_cast<double>(bytes) / 1e9;
-  state.counters["algbw_GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["busbw_GBps"] =
-      benchmark::Counter(gigabytes * 2.0 * (n - 1) / n, benchmark::Counter::kIsIterationInvariantRate);
+  SetBusBandwidth(state, bytes, n);
 }
 
 // Exact mode's all-reduce (docs/exact.md): int64 accumulator words, SUM, in place.
@@ -112,10 +117,7 @@ void BM_ExactAllReduce(benchmark::State& state, AllReduceAlgorithm algorithm) {
     AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
     benchmark::ClobberMemory();
   }
-  const double gigabytes = static_cast<double>(bytes) / 1e9;
-  state.counters["algbw_GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["busbw_GBps"] =
-      benchmark::Counter(gigabytes * 2.0 * (n - 1) / n, benchmark::Counter::kIsIterationInvariantRate);
+  SetBusBandwidth(state, bytes, n);
 }
 
 // An exact gradient all-reduce end to end: a float gradient of `MiB` per replica
@@ -149,10 +151,7 @@ void BM_ExactGradientAllReduce(benchmark::State& state) {
     });
     benchmark::ClobberMemory();
   }
-  const double gigabytes = static_cast<double>(bytes) / 1e9;
-  state.counters["algbw_GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["busbw_GBps"] =
-      benchmark::Counter(gigabytes * 2.0 * (n - 1) / n, benchmark::Counter::kIsIterationInvariantRate);
+  SetBusBandwidth(state, bytes, n);
 }
 
 // memcpy of a 64 MiB buffer, cut in `threads` equal parts copied in parallel.

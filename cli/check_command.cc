@@ -21,7 +21,7 @@ int CheckCommand(const std::vector<std::string>& args) {
       ("trials", po::value(&options.trials)->default_value(options.trials), "random cases per property")
       ("seed", po::value(&options.seed), "RapidCheck seed (default: random; printed, so a failure can be replayed)")
       ("max-replicas", po::value(&options.max_replicas)->default_value(options.max_replicas),
-       "largest replica count drawn")
+       "largest replica count drawn (1 to 1024)")
       ("list", "list the built-in properties and exit")
       ("help,h", "show this help")
       ("json", "print one JSON summary on stdout");
@@ -62,8 +62,9 @@ int CheckCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (options.trials < 1) return ReportError("check", Status::InvalidArgument("--trials must be at least 1"));
-  if (options.max_replicas < 1)
-    return ReportError("check", Status::InvalidArgument("--max-replicas must be at least 1"));
+  if (options.max_replicas < 1 || options.max_replicas > 1024)
+    return ReportError("check", Status::InvalidArgument("--max-replicas must be in [1, 1024], got " +
+                                                        std::to_string(options.max_replicas)));
   if (!values.count("seed")) options.seed = std::random_device()() | (std::uint64_t{std::random_device()()} << 32);
 
   std::vector<const BuiltinProperty*> chosen;

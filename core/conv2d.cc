@@ -60,6 +60,15 @@ void ApplyReluGradient(const Tensor<T>& y, Tensor<T>& dy) {
   for (std::int64_t i = 0; i < n; ++i) grad[i] = out[i] > T(0) ? grad[i] : T(0);
 }
 
+void AddBiasAndActivation(float* out, std::int64_t rows, std::int64_t units, const float* bias, Activation activation) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t u = 0; u < units; ++u) {
+      float& v = out[r * units + u];
+      v += bias[u];
+      if (activation == Activation::kRelu) v = v > 0.0f ? v : 0.0f;
+    }
+}
+
 template <typename T>
 Conv2D<T>::Conv2D(std::string name, std::int64_t filters, std::int64_t kernel_height,
                   std::int64_t kernel_width, Activation activation)
@@ -146,14 +155,7 @@ void Conv2D<T>::ForwardExact(std::span<const Tensor<T>* const> params, const Ten
     Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
     y.Resize({batch, out_h, out_w, filters_});
     OrderedGemm(rows, filters_, patch, cache.buffer.data(), patch, 1, params[0]->data(), filters_, y.data(), filters_);
-    const float* bias = params[1]->data();
-    float* out = y.data();
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t f = 0; f < filters_; ++f) {
-        float& v = out[r * filters_ + f];
-        v += bias[f];
-        if (activation_ == Activation::kRelu) v = v > 0.0f ? v : 0.0f;
-      }
+    AddBiasAndActivation(y.data(), rows, filters_, params[1]->data(), activation_);
   }
 }
 

@@ -68,14 +68,7 @@ void Dense<T>::ForwardExact(std::span<const Tensor<T>* const> params, const Tens
     const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
     y.Resize({batch, units_});
     OrderedGemm(batch, units_, inputs, x.data(), inputs, 1, params[0]->data(), units_, y.data(), units_);
-    const float* bias = params[1]->data();
-    float* out = y.data();
-    for (std::int64_t e = 0; e < batch; ++e)
-      for (std::int64_t u = 0; u < units_; ++u) {
-        float& v = out[e * units_ + u];
-        v += bias[u];
-        if (activation_ == Activation::kRelu) v = v > 0.0f ? v : 0.0f;
-      }
+    AddBiasAndActivation(y.data(), batch, units_, params[1]->data(), activation_);
   }
 }
 

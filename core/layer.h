@@ -113,4 +113,8 @@ class Layer {
 template <typename T>
 void ApplyReluGradient(const Tensor<T>& y, Tensor<T>& dy);
 
+/// Exact mode's epilogue of Dense and Conv2D: out[r][u] += bias[u], then the
+/// activation, element by element (out is [rows, units], row-major).
+void AddBiasAndActivation(float* out, std::int64_t rows, std::int64_t units, const float* bias, Activation activation);
+
 }  // namespace dtlab

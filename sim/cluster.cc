@@ -13,37 +13,47 @@ namespace dtlab {
 
 namespace {
 
-// The names of the variables in `values` holding a NaN or an infinity, as
-// "dense/kernel (NaN)"; empty when all are finite.
-std::string NonFiniteVariables(const Sequential<float>& model, const ParameterList<float>& values) {
+// "dense/kernel (NaN), dense/bias (infinite)": the variables for which
+// classify(p) -> {has NaN, has infinity} finds a non-finite value; empty if none.
+template <typename Classify>
+std::string NonFiniteNames(const Sequential<float>& model, Classify classify) {
   std::string names;
-  for (std::size_t p = 0; p < values.size(); ++p) {
-    bool nan = false, inf = false;
-    for (const float v : values[p].span()) nan |= std::isnan(v), inf |= std::isinf(v);
+  for (std::size_t p = 0; p < model.parameters().size(); ++p) {
+    const auto [nan, inf] = classify(p);
     if (nan || inf)
       names += (names.empty() ? "" : ", ") + model.parameters()[p].name + (nan ? " (NaN)" : " (infinite)");
   }
   return names;
 }
 
+std::string NonFiniteVariables(const Sequential<float>& model, const ParameterList<float>& values) {
+  return NonFiniteNames(model, [&](std::size_t p) {
+    bool nan = false, inf = false;
+    for (const float v : values[p].span()) nan |= std::isnan(v), inf |= std::isinf(v);
+    return std::pair(nan, inf);
+  });
+}
+
+// The same for exact mode's gradient words: an accumulator's last word counts the
+// non-finite terms added to it.
+std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<const std::int64_t> words) {
+  std::int64_t element = 0;
+  return NonFiniteNames(model, [&](std::size_t p) {
+    bool nan = false, inf = false;
+    for (const std::int64_t end = element + NumElements(model.parameters()[p].spec.shape); element < end; ++element) {
+      const std::int64_t special = words[static_cast<std::size_t>(element * kExactWords + kExactDigitWords)];
+      nan |= special >= kExactNanUnit, inf |= special != 0;
+    }
+    return std::pair(nan, inf);
+  });
+}
+
 }  // namespace
 
 Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets) {
   for (std::size_t r = 0; r < replicas_.size(); ++r) {
-    std::string bad;
-    if (config_.math == MathMode::kExact) {
-      // An accumulator's last word counts its non-finite terms.
-      ParameterList<float> flags = model_.ZeroParameters();
-      std::size_t k = 0;
-      for (auto& f : flags)
-        for (float& v : f.span()) {
-          const std::int64_t special = replicas_[r].words[k++ * kExactWords + kExactDigitWords];
-          v = special == 0 ? 0.0f : special >= kExactNanUnit ? NAN : INFINITY;
-        }
-      bad = NonFiniteVariables(model_, flags);
-    } else {
-      bad = NonFiniteVariables(model_, replicas_[r].grads);
-    }
+    const std::string bad = config_.math == MathMode::kExact ? NonFiniteAccumulators(model_, replicas_[r].words)
+                                                             : NonFiniteVariables(model_, replicas_[r].grads);
     if (bad.empty()) continue;
     std::int64_t losses = 0;
     for (std::int64_t i = offsets[r]; i < offsets[r + 1]; ++i) losses += !std::isfinite(losses_[static_cast<std::size_t>(i)]);

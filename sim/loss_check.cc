@@ -5,11 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <numeric>
-#include <random>
-#include <sstream>
 
 #include "core/batch.h"
 #include "core/dense.h"
