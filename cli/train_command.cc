@@ -1,16 +1,25 @@
 // dtlab train: one-device training with the tutorial's per-epoch report.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
 #include <cstdio>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/mpi_launch.h"
 #include "core/model.h"
 #include "sim/strategy.h"
+#include "sim/tf_config.h"
 #include "sim/trainer.h"
+#ifdef DTLAB_WITH_MPI
+#include "sim/mpi_group.h"
+#endif
 
 namespace dtlab::cli {
 namespace {
@@ -70,6 +79,7 @@ class ConsoleObserver final : public TrainObserver {
                  check.explanation.c_str());
     std::fflush(out_);
   }
+  void OnTrainStep(const StepRecord& record) override { ReportCompletedSteps(record.step); }
   void OnCheckpoint(const std::string& path) override {
     if (progress_bar_) std::fputs("\r\033[K", stderr);
     std::fprintf(out_, "Saved checkpoint %s\n", path.c_str());
@@ -133,6 +143,9 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
       {"final_test_accuracy", report.final_test_accuracy},
       {"final_test_loss", report.final_test_loss},
   };
+  char digest[17];
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(report.weights_digest));
+  out["weights_digest"] = digest;  // FNV-1a of the final variables: equal digests, equal bits
   if (report.resumed_from_step >= 0) out["resumed_from_step"] = report.resumed_from_step;
   if (!report.staleness.empty()) {
     const StalenessSummary staleness = SummarizeStaleness(report.staleness);
@@ -172,6 +185,74 @@ std::string ModelList() {
   return text;
 }
 
+// A multi-worker run under mpirun: this process is one rank (docs/mpi.md).
+struct MpiRun {
+  int rank = 0, size = 1;
+#ifdef DTLAB_WITH_MPI
+  std::unique_ptr<MpiWorkerGroup> group;
+#endif
+};
+
+// FNV-1a of the arguments: every rank must be started with the same ones.
+std::uint64_t ArgumentsDigest(const std::vector<std::string>& args) {
+  std::uint64_t digest = 14695981039346656037ull;
+  for (const std::string& arg : args)
+    for (const char c : arg + '\0') digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return digest;
+}
+
+#ifdef DTLAB_WITH_MPI
+// Joins the MPI world and fits the config to it: W ranks are W workers of
+// replicas_per_worker replicas each. Checks TF_CONFIG, when set, against the
+// world, and that every rank was started with the same arguments.
+Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_per_worker, bool replicas_given,
+                    bool workers_given, bool all_reduce_given, TrainConfig& config, MpiRun& run) {
+  DTLAB_ASSIGN_OR_RETURN(run.group, MpiWorkerGroup::Create(nullptr, nullptr, config.cluster.collective_timeout_seconds));
+  run.rank = run.group->rank();
+  run.size = run.group->size();
+  if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config != nullptr && *tf_config != '\0') {
+    auto parsed = ParseTfConfig(tf_config);
+    if (!parsed.ok()) return Status::InvalidArgument("TF_CONFIG: " + parsed.status().message());
+    DTLAB_RETURN_IF_ERROR(CheckTfConfigAgainstWorld(*parsed, run.size, run.rank));
+  }
+  // The same arguments everywhere, or the ranks would compute different steps.
+  const std::uint64_t digest = ArgumentsDigest(args);
+  std::vector<std::uint64_t> digests(static_cast<std::size_t>(run.size));
+  std::vector<std::size_t> one(digests.size(), 1);
+  DTLAB_RETURN_IF_ERROR(run.group->AllGatherValues(std::span<const std::uint64_t>(&digest, 1),
+                                                   std::span<std::uint64_t>(digests), one,
+                                                   "the start-up handshake (a peer that never answers is unreachable "
+                                                   "or was not started)",
+                                                   0));
+  for (std::size_t r = 0; r < digests.size(); ++r)
+    if (digests[r] != digests[0])
+      return Status::InvalidArgument("rank " + std::to_string(r) + " was started with other arguments than rank 0; "
+                                     "every rank must run the same dtlab train command");
+  if (config.cluster.strategy != StrategyKind::kMultiWorkerMirrored)
+    return Status::InvalidArgument("dtlab train runs as one worker per MPI rank (" + std::to_string(run.size) +
+                                   " ranks here) with --strategy multi_worker_mirrored; got --strategy " +
+                                   std::string(StrategyName(config.cluster.strategy)));
+  if (replicas_per_worker < 1)
+    return Status::InvalidArgument("--replicas-per-worker must be at least 1, got " + std::to_string(replicas_per_worker));
+  if (workers_given && config.cluster.workers != run.size)
+    return Status::InvalidArgument("--workers " + std::to_string(config.cluster.workers) + " but mpirun started " +
+                                   std::to_string(run.size) + " ranks: each rank is one worker (drop --workers, or "
+                                   "run mpirun -np " + std::to_string(config.cluster.workers) + ")");
+  const std::int32_t replicas = run.size * replicas_per_worker;
+  if (replicas_given && config.cluster.replicas != replicas)
+    return Status::InvalidArgument("--replicas " + std::to_string(config.cluster.replicas) + " but " +
+                                   std::to_string(run.size) + " ranks x --replicas-per-worker " +
+                                   std::to_string(replicas_per_worker) + " = " + std::to_string(replicas) +
+                                   " (drop --replicas)");
+  config.cluster.workers = run.size;
+  config.cluster.replicas = replicas;
+  // Within a worker, then across workers, then back (the hierarchical all-reduce).
+  if (!all_reduce_given) config.cluster.all_reduce = AllReduceAlgorithm::kHierarchical;
+  config.worker_group = run.group.get();
+  return Status::Ok();
+}
+#endif
+
 }  // namespace
 
 int TrainCommand(const std::vector<std::string>& args) {
@@ -183,6 +264,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   std::vector<std::string> faults;
   double link_latency_us = 5.0, link_gbps = 25.0, device_gflops = 100.0;
   int threads = 0;
+  std::int32_t replicas_per_worker = 1;
   po::options_description options("Options");
   options.add_options()
       ("model", po::value(&config.model)->default_value(config.model), "seed-cnn, mnist-cnn or linear")
@@ -215,6 +297,8 @@ int TrainCommand(const std::vector<std::string>& args) {
        "one_device, mirrored, central_storage, multi_worker_mirrored, tpu or parameter_server")
       ("replicas", po::value(&config.cluster.replicas)->default_value(1), "replicas in sync (all workers together)")
       ("workers", po::value(&config.cluster.workers)->default_value(1), "workers (multi_worker_mirrored); must divide --replicas")
+      ("replicas-per-worker", po::value(&replicas_per_worker)->default_value(1),
+       "under mpirun: replicas each rank holds (the run has ranks x this many replicas; docs/mpi.md)")
       ("all-reduce", po::value(&all_reduce)->default_value(all_reduce), "ring, tree, naive, hierarchical or direct")
       ("convention", po::value(&convention)->default_value(convention),
        "tf (SUM of globally scaled losses) or ddp (MEAN of per-replica means)")
@@ -236,7 +320,11 @@ int TrainCommand(const std::vector<std::string>& args) {
        "inject a fault, e.g. die:replica=2,step=5 (kinds: throw, die, straggler, drop, corrupt, nan; "
        "docs/reliability.md); repeatable")
       ("collective-timeout", po::value(&config.cluster.collective_timeout_seconds)->default_value(60.0),
-       "how long a collective waits for a replica before the run stops (simulated seconds)")
+       "how long a collective waits for a replica before the run stops (simulated seconds; under mpirun, "
+       "wall-clock seconds for a rank)")
+      ("backup-dir", po::value(&config.backup_dir),
+       "BackupAndRestore: back the whole state up here, resume from it first, delete it when training ends")
+      ("backup-every", po::value(&config.backup_every), "back up every K steps (default: at the end of every epoch)")
       ("rebatch", po::value(&rebatch)->default_value(rebatch), "how a global batch is split: v2 or legacy")
       ("auto-shard", po::value(&auto_shard)->default_value(auto_shard), "multi-worker sharding: off, auto, file, data, hint")
       ("drop-remainder", "drop the last short global batch of each epoch")
@@ -261,6 +349,22 @@ int TrainCommand(const std::vector<std::string>& args) {
       "then prints 'Epoch N, Loss, Accuracy, Test Loss, Test Accuracy' per epoch.\n\n" + ModelList(),
       options, args, values);
   if (parsed >= 0) return parsed;
+  // Under mpirun each rank supervises a worker process (cli/mpi_launch.h): fork
+  // before any thread exists.
+  const bool mpi = LaunchedByMpi();
+  if (mpi) {
+#ifndef DTLAB_WITH_MPI
+    std::fprintf(stderr, "dtlab train: started by an MPI launcher, but this dtlab was built without MPI "
+                         "(install libopenmpi-dev and rebuild; docs/mpi.md)\n");
+    return 2;
+#else
+    if (const int code = SuperviseWorker(); code >= 0) return code;
+    // Several ranks on one machine share its cores.
+    if (threads == 0)
+      threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
+                                                  static_cast<unsigned>(std::max(1, LauncherLocalSize()))));
+#endif
+  }
   if (!ApplyThreadCount(threads)) return 2;
   if (!schedule.empty()) {
     auto parsed_schedule = ParseLearningRateSchedule(schedule);
@@ -309,15 +413,44 @@ int TrainCommand(const std::vector<std::string>& args) {
     config.device_flops_per_second = device_gflops * 1e9;
     if (config.cluster.replicas > 1 && values["strategy"].defaulted()) config.cluster.strategy = StrategyKind::kMirrored;
   }
-  if (Status status = config.Validate(); !status.ok()) return ReportError("train", status);
+  MpiRun run;
+  std::string command = "train";
+#ifdef DTLAB_WITH_MPI
+  if (mpi) {
+    command = "train (rank " + std::to_string(LauncherRank()) + ")";
+    if (Status status = JoinMpiWorld(args, replicas_per_worker, !values["replicas"].defaulted(),
+                                     !values["workers"].defaulted(), !values["all-reduce"].defaulted(), config, run);
+        !status.ok())
+      return ReportError(command, status);
+  }
+#endif
+  if (!mpi && !values["replicas-per-worker"].defaulted())
+    return ReportError("train", Status::InvalidArgument("--replicas-per-worker is for runs under mpirun (docs/mpi.md); "
+                                                        "in one process use --workers and --replicas"));
+  if (Status status = config.Validate(); !status.ok()) return ReportError(command, status);
 
   const bool json = values.count("json") > 0;
   auto data = LoadMnistStyleDataset(config.dataset);
-  if (!data.ok()) return ReportError("train", data.status());
+  if (!data.ok()) return ReportError(command, data.status());
+  // Only the chief (rank 0) reports; the other ranks print errors only.
   std::FILE* human = json ? stderr : stdout;
-  ConsoleObserver observer(human, !values.count("no-progress") && isatty(STDERR_FILENO), config.epochs);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(nullptr, std::fclose);
+  if (run.rank != 0) {
+    quiet.reset(std::fopen("/dev/null", "w"));
+    if (quiet) human = quiet.get();
+  }
+  ConsoleObserver observer(human, run.rank == 0 && !values.count("no-progress") && isatty(STDERR_FILENO), config.epochs);
   auto report = Train(config, *data, &observer);
-  if (!report.ok()) return ReportError("train", report.status());
+  if (!report.ok()) return ReportError(command, report.status());
+#ifdef DTLAB_WITH_MPI
+  if (run.group) run.group->Finish();
+#endif
+  if (run.rank != 0) return report->reference_check && !report->reference_check->within_bound ? 1 : 0;
+  if (mpi)
+    std::fprintf(human, "multi_worker_mirrored on MPI: %d ranks x %d replicas, %s all-reduce; weights digest %016llx\n",
+                 run.size, config.cluster.replicas / std::max(1, run.size),
+                 std::string(AllReduceAlgorithmName(config.cluster.all_reduce)).c_str(),
+                 static_cast<unsigned long long>(report->weights_digest));
   if (json) {
     std::cout << ToJson(config, *report).dump(2) << std::endl;
   } else {

@@ -5,7 +5,10 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <thread>
 
 #include <tbb/parallel_for.h>
 
@@ -68,15 +71,16 @@ std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<cons
 }  // namespace
 
 Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets) {
-  for (std::size_t r = 0; r < replicas_.size(); ++r) {
-    const std::string bad = config_.math == MathMode::kExact ? NonFiniteAccumulators(model_, replicas_[r].words)
-                                                             : NonFiniteVariables(model_, replicas_[r].grads);
+  for (std::size_t k = 0; k < replicas_.size(); ++k) {
+    const std::string bad = config_.math == MathMode::kExact ? NonFiniteAccumulators(model_, replicas_[k].words)
+                                                             : NonFiniteVariables(model_, replicas_[k].grads);
     if (bad.empty()) continue;
+    const std::size_t r = k + static_cast<std::size_t>(first_);
     std::int64_t losses = 0;
     for (std::int64_t i = offsets[r]; i < offsets[r + 1]; ++i) losses += !std::isfinite(losses_[static_cast<std::size_t>(i)]);
-    const std::string weights = NonFiniteVariables(model_, central() ? host_params_ : replicas_[r].params);
+    const std::string weights = NonFiniteVariables(model_, central() ? host_params_ : replicas_[k].params);
     return Status::Runtime(
-        "step " + std::to_string(step) + ": replica " + std::to_string(r) + " of " + std::to_string(replicas_.size()) +
+        "step " + std::to_string(step) + ": replica " + std::to_string(r) + " of " + std::to_string(config_.replicas) +
         " computed a non-finite gradient for " + bad + "; " + std::to_string(losses) + " of its " +
         std::to_string(offsets[r + 1] - offsets[r]) + " examples have a non-finite loss; " +
         (weights.empty() ? "its weights were finite before the step" : "its weights were already non-finite: " + weights) +
@@ -139,7 +143,9 @@ void Cluster::InjectNonFinite(std::int64_t step) {
     for (std::size_t p = 0; p < params.size(); ++p)
       if (params[p].name == fault.variable) variable = p;
     for (std::size_t p = 0; p < variable; ++p) offset += static_cast<std::size_t>(NumElements(params[p].spec.shape));
-    Replica& replica = replicas_[static_cast<std::size_t>(fault.replica)];
+    Replica* local = Local(fault.replica);
+    if (local == nullptr) continue;  // another worker's replica
+    Replica& replica = *local;
     const float value = fault.infinity ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
     if (config_.math == MathMode::kExact) {
       replica.words[offset * kExactWords + kExactDigitWords] += fault.infinity ? kExactPosInfUnit : kExactNanUnit;
@@ -149,6 +155,43 @@ void Cluster::InjectNonFinite(std::int64_t step) {
     }
     injected_nan_ = FaultSpecText(fault);
   }
+}
+
+// {0, 1, ..., n}: the slices of values that hold one value per replica.
+static std::vector<std::int64_t> ReplicaSlices(std::int32_t n) {
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(n) + 1);
+  for (std::int32_t r = 0; r <= n; ++r) offsets[static_cast<std::size_t>(r)] = r;
+  return offsets;
+}
+
+template <typename T>
+Status Cluster::ShareSlices(std::vector<T>& values, const std::vector<std::int64_t>& offsets, std::string_view what,
+                            std::int64_t step) {
+  if (group_ == nullptr) return Status::Ok();
+  const std::int32_t workers = group_->size();
+  const std::int32_t per_worker = config_.replicas / workers;
+  std::vector<std::size_t> counts(static_cast<std::size_t>(workers));
+  for (std::int32_t w = 0; w < workers; ++w)
+    counts[static_cast<std::size_t>(w)] = static_cast<std::size_t>(offsets[static_cast<std::size_t>((w + 1) * per_worker)] -
+                                                                   offsets[static_cast<std::size_t>(w * per_worker)]);
+  const auto begin = values.begin() + offsets[static_cast<std::size_t>(first_)];
+  const std::vector<T> mine(begin, begin + static_cast<std::ptrdiff_t>(counts[static_cast<std::size_t>(group_->rank())]));
+  return group_->AllGatherValues(std::span<const T>(mine), std::span<T>(values), counts, what, step);
+}
+
+Status Cluster::RealFaults(std::int64_t step) {
+  for (const FaultSpec& fault : config_.faults) {
+    if (fault.step != step || Local(fault.replica) == nullptr) continue;
+    if (fault.kind == FaultKind::kDie) {
+      std::fprintf(stderr, "fault %s: rank %d kills itself with SIGKILL at step %lld\n", FaultSpecText(fault).c_str(),
+                   group_->rank(), static_cast<long long>(step));
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+    if (fault.kind == FaultKind::kStraggler)
+      std::this_thread::sleep_for(std::chrono::duration<double>(fault.seconds));
+  }
+  return Status::Ok();
 }
 
 Status Cluster::CollectiveStatus(const std::string& collective, std::int64_t step) const {
@@ -211,8 +254,22 @@ Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, st
 
 StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& model, const ClusterConfig& config,
                                                    std::string_view optimizer, const OptimizerOptions& options,
-                                                   const ParameterList<float>& initial, std::int64_t chunk_size) {
+                                                   const ParameterList<float>& initial, std::int64_t chunk_size,
+                                                   WorkerGroup* group) {
   DTLAB_RETURN_IF_ERROR(config.Validate());
+  if (group != nullptr) {
+    if (config.workers != group->size())
+      return Status::InvalidArgument("--workers " + std::to_string(config.workers) + " but " +
+                                     std::to_string(group->size()) + " MPI ranks: each rank is one worker");
+    if (config.strategy != StrategyKind::kMultiWorkerMirrored)
+      return Status::InvalidArgument("a run on several MPI ranks needs --strategy multi_worker_mirrored (got " +
+                                     std::string(StrategyName(config.strategy)) + ")");
+    for (const FaultSpec& fault : config.faults)
+      if (fault.kind == FaultKind::kDrop || fault.kind == FaultKind::kCorrupt)
+        return Status::InvalidArgument("fault " + FaultSpecText(fault) +
+                                       ": dropped and corrupted messages are simulated in one process; under MPI the "
+                                       "messages are real (use die or straggler to stop or stall a rank)");
+  }
   if (config.strategy == StrategyKind::kParameterServer)
     return Status::InvalidArgument("the parameter_server strategy is asynchronous and is not run by Cluster");
   for (const FaultSpec& fault : config.faults) {
@@ -234,7 +291,11 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
   std::unique_ptr<Cluster> cluster(new Cluster(model, config, chunk_size));
   cluster->faults_active_ = !config.faults.empty();
   const auto flat_size = static_cast<std::size_t>(model.num_parameter_values());
-  cluster->replicas_.resize(static_cast<std::size_t>(config.replicas));
+  cluster->group_ = group;
+  const std::int32_t local = group != nullptr ? config.replicas / group->size() : config.replicas;
+  cluster->first_ = group != nullptr ? group->rank() * local : 0;
+  cluster->replicas_.resize(static_cast<std::size_t>(local));
+  cluster->accuracies_.resize(static_cast<std::size_t>(config.replicas));
   for (auto& replica : cluster->replicas_) {
     replica.params = initial;
     replica.grads = model.ZeroParameters();
@@ -262,12 +323,12 @@ bool Cluster::ReplicasInSync() const {
 
 SparseCategoricalAccuracy Cluster::MergedAccuracy() const {
   SparseCategoricalAccuracy merged;
-  for (const auto& replica : replicas_) merged.Merge(replica.accuracy);
+  for (const auto& accuracy : accuracies_) merged.Merge(accuracy);
   return merged;
 }
 
 void Cluster::ResetMetrics() {
-  for (auto& replica : replicas_) replica.accuracy.ResetState();
+  for (auto& accuracy : accuracies_) accuracy.ResetState();
 }
 
 void Cluster::ExportState(TrainingState& state) const {
@@ -289,13 +350,11 @@ void Cluster::ImportState(const TrainingState& state) {
         optimizer.slot(s, p) = state.optimizer->slot(s, p);
     optimizer.set_iterations(state.optimizer->iterations());
   };
-  for (auto& replica : replicas_) {
-    load(replica.params, *replica.optimizer);
-    replica.accuracy.ResetState();
-  }
+  for (auto& replica : replicas_) load(replica.params, *replica.optimizer);
+  for (auto& accuracy : accuracies_) accuracy.ResetState();
   if (central()) load(host_params_, *host_optimizer_);
   // The merged metric state lives on replica 0; summing states reads it back unchanged.
-  replicas_[0].accuracy = state.train_accuracy;
+  accuracies_[0] = state.train_accuracy;
 }
 
 StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
@@ -337,7 +396,8 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   result.replica_losses.assign(static_cast<std::size_t>(n), 0.0f);
   result.replica_batch_sizes = batch_sizes;
   result.examples = total;
-  if (faults_active_) DTLAB_RETURN_IF_ERROR(PrepareFaults(step, result));
+  if (faults_active_) DTLAB_RETURN_IF_ERROR(group_ != nullptr ? RealFaults(step) : PrepareFaults(step, result));
+  const std::int32_t first = first_, end = first_ + static_cast<std::int32_t>(replicas_.size());
   CollectiveOptions options;
   options.algorithm = config_.all_reduce;
   options.replicas_per_worker = config_.replicas_per_worker();
@@ -350,12 +410,12 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   if (config_.math == MathMode::kExact) {
     DTLAB_ASSIGN_OR_RETURN(reduced_loss, ExactComputeAndReduce(offsets, batch_sizes, step, result));
   } else {
-    std::vector<BatchSegment> segments(static_cast<std::size_t>(n));
-    for (std::int32_t r = 0; r < n; ++r) {
-      auto& replica = replicas_[static_cast<std::size_t>(r)];
-      segments[static_cast<std::size_t>(r)] = {central() ? &host_params_ : &replica.params,
-                                                offsets[static_cast<std::size_t>(r)],
-                                                batch_sizes[static_cast<std::size_t>(r)], &replica.grads, nullptr};
+    // This process's replicas only (all of them in a single-process run).
+    std::vector<BatchSegment> segments;
+    for (std::int32_t r = first; r < end; ++r) {
+      Replica& replica = *Local(r);
+      segments.push_back({central() ? &host_params_ : &replica.params, offsets[static_cast<std::size_t>(r)],
+                          batch_sizes[static_cast<std::size_t>(r)], &replica.grads, nullptr});
     }
     runner_.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
 
@@ -364,15 +424,15 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
     const bool unscaled = ddp || config_.regularization_scaling == RegularizationScaling::kUnscaled;
     const float regularization_scale = unscaled ? 1.0f : ScaleRegularizationLoss(1.0f, n);
     try {
-    tbb::parallel_for(0, n, [&](std::int32_t r) {
+    tbb::parallel_for(first, end, [&](std::int32_t r) {
       if (faults_active_) ThrowIfInjected(r, step);
       const auto k = static_cast<std::size_t>(r);
-      Replica& replica = replicas_[k];
+      Replica& replica = *Local(r);
       const ParameterList<float>& weights = central() ? host_params_ : replica.params;
-      const auto first = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
+      const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
       const float data_loss = EmptyReplicaNaN(batch_sizes[k])
                                   ? std::numeric_limits<float>::quiet_NaN()
-                                  : ComputeAverageLoss<float>(std::span(losses_).subspan(first, count), {}, denominators[k]);
+                                  : ComputeAverageLoss<float>(std::span(losses_).subspan(begin, count), {}, denominators[k]);
       const float regularization = model_.RegularizationLoss(weights);
       result.replica_losses[k] = data_loss + (unscaled ? regularization : ScaleRegularizationLoss(regularization, n));
       model_.AddRegularizationGradient(weights, regularization_scale, replica.grads);
@@ -383,13 +443,16 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
     }
     if (faults_active_) InjectNonFinite(step);
     DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
+    DTLAB_RETURN_IF_ERROR(ShareSlices(result.replica_losses, ReplicaSlices(n), "the replicas' losses", step));
     // strategy.reduce of the per-replica losses, in replica order.
     for (const float l : result.replica_losses) reduced_loss += l;
     if (ddp) reduced_loss /= static_cast<float>(n);
 
     // The collective.
     const ReduceOp op = ddp ? ReduceOp::kMean : ReduceOp::kSum;
-    if (central()) {
+    if (group_ != nullptr) {
+      DTLAB_RETURN_IF_ERROR(group_->AllReduce(buffers, n, op, options));
+    } else if (central()) {
       Reduce<float>(buffers, 0, op, options);
     } else {
       AllReduce<float>(buffers, op, options);
@@ -399,9 +462,13 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
                          step));
   }
   result.loss = reduced_loss;
+  // Every worker sees every example's loss and prediction (the metrics and the
+  // reference check read them).
+  DTLAB_RETURN_IF_ERROR(ShareSlices(losses_, offsets, "the per-example losses", step));
+  DTLAB_RETURN_IF_ERROR(ShareSlices(predictions_, offsets, "the predictions", step));
   for (std::int32_t r = 0; r < n; ++r) {
     const auto k = static_cast<std::size_t>(r);
-    replicas_[k].accuracy.UpdateState(std::span(labels_).subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])),
+    accuracies_[k].UpdateState(std::span(labels_).subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])),
                                       std::span(predictions_).subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])));
   }
 
@@ -430,14 +497,14 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
     options.algorithm = AllReduceAlgorithm::kRing;
     Broadcast<float>(buffers, 0, options);
     DTLAB_RETURN_IF_ERROR(CollectiveStatus("broadcast", step));
-    tbb::parallel_for(0, n, [&](std::int32_t r) {
-      Replica& replica = replicas_[static_cast<std::size_t>(r)];
+    tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
+      Replica& replica = replicas_[k];
       UnpackParameters(replica.flat, replica.params);
     });
   } else {
     // Mirrored variables: every replica applies the same reduced gradient to its copy.
-    tbb::parallel_for(0, n, [&](std::int32_t r) {
-      Replica& replica = replicas_[static_cast<std::size_t>(r)];
+    tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
+      Replica& replica = replicas_[k];
       UnpackParameters(replica.flat, replica.grads);
       replica.optimizer->Apply(replica.params, replica.grads, learning_rate);
     });
@@ -549,10 +616,12 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
                                                StepResult& result) {
   const std::int32_t n = config_.replicas;
   const bool ddp = config_.convention == Convention::kDdp;
-  std::vector<ExactSegment> segments(static_cast<std::size_t>(n));
-  for (std::int32_t r = 0; r < n; ++r) {
+  const std::int32_t first = first_, end = first_ + static_cast<std::int32_t>(replicas_.size());
+  std::vector<ExactSegment> segments;
+  for (std::int32_t r = first; r < end; ++r) {
     const auto k = static_cast<std::size_t>(r);
-    segments[k] = {central() ? &host_params_ : &replicas_[k].params, offsets[k], batch_sizes[k], replicas_[k].words};
+    Replica& replica = *Local(r);
+    segments.push_back({central() ? &host_params_ : &replica.params, offsets[k], batch_sizes[k], replica.words});
   }
   runner_.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
 
@@ -561,10 +630,10 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
   const RegularizationSplit split = ddp ? RegularizationSplit::kTf : config_.split();
   std::vector<ExactSum> losses(static_cast<std::size_t>(n));
   try {
-  tbb::parallel_for(0, n, [&](std::int32_t r) {
+  tbb::parallel_for(first, end, [&](std::int32_t r) {
     if (faults_active_) ThrowIfInjected(r, step);
     const auto k = static_cast<std::size_t>(r);
-    Replica& replica = replicas_[k];
+    Replica& replica = *Local(r);
     const ParameterList<float>& weights = central() ? host_params_ : replica.params;
     for (std::int64_t i = offsets[k]; i < offsets[k + 1]; ++i)
       losses[k].AddProduct(coefficients_[static_cast<std::size_t>(i)], losses_[static_cast<std::size_t>(i)]);
@@ -589,6 +658,9 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
   }
   if (faults_active_) InjectNonFinite(step);
   DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
+  const std::vector<std::int64_t> slices = ReplicaSlices(n);
+  DTLAB_RETURN_IF_ERROR(ShareSlices(losses, slices, "the replicas' losses", step));
+  DTLAB_RETURN_IF_ERROR(ShareSlices(result.replica_losses, slices, "the replicas' losses", step));
   // strategy.reduce of the losses: the exact sum, rounded once (DDP: then / N).
   ExactSum total;
   for (const ExactSum& l : losses) total.Merge(l);
@@ -607,8 +679,10 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
   options.step = step;
   options.log = &log_;
   options.faults = faults_active_ ? &message_faults_ : nullptr;
-  const std::int32_t holders = central() ? 1 : n;
-  if (central())
+  const auto holders = static_cast<std::int32_t>(central() ? 1 : replicas_.size());
+  if (group_ != nullptr)
+    DTLAB_RETURN_IF_ERROR(group_->AllReduce(word_buffers, n, ReduceOp::kSum, options));
+  else if (central())
     Reduce<std::int64_t>(word_buffers, 0, ReduceOp::kSum, options);
   else
     AllReduce<std::int64_t>(word_buffers, ReduceOp::kSum, options);

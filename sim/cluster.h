@@ -34,6 +34,7 @@
 #include "sim/reference_check.h"
 #include "sim/strategy.h"
 #include "sim/training_engine.h"
+#include "sim/worker_group.h"
 
 namespace dtlab {
 
@@ -81,9 +82,13 @@ struct StepResult {
 class Cluster final : public TrainingEngine {
  public:
   /// Builds N replicas holding copies of `initial` and each its own optimizer.
+  /// With a worker group (a multi-worker run on MPI, sim/worker_group.h), this
+  /// process builds only its worker's N / W replicas and the group carries what
+  /// crosses workers; config.workers must then equal the group's size.
   static StatusOr<std::unique_ptr<Cluster>> Create(const Sequential<float>& model, const ClusterConfig& config,
                                                    std::string_view optimizer, const OptimizerOptions& options,
-                                                   const ParameterList<float>& initial, std::int64_t chunk_size);
+                                                   const ParameterList<float>& initial, std::int64_t chunk_size,
+                                                   WorkerGroup* group = nullptr);
 
   std::int32_t num_replicas_in_sync() const { return config_.replicas; }
   const ClusterConfig& config() const { return config_; }
@@ -116,12 +121,26 @@ class Cluster final : public TrainingEngine {
   struct Replica {
     ParameterList<float> params, grads;
     std::unique_ptr<Optimizer> optimizer;
-    SparseCategoricalAccuracy accuracy;
     std::vector<float> flat;  // the gradient (or variables) packed for the collective
     std::vector<std::int64_t> words;  // exact mode: the gradient as accumulator words
   };
   Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size);
   bool central() const { return config_.strategy == StrategyKind::kCentralStorage; }
+  // This process's replica `r` (a global id), or null when another worker holds it.
+  Replica* Local(std::int32_t r) {
+    return r >= first_ && r < first_ + static_cast<std::int32_t>(replicas_.size())
+               ? &replicas_[static_cast<std::size_t>(r - first_)]
+               : nullptr;
+  }
+  // With a worker group: makes `values` (one slice per replica, replica r's at
+  // [offsets[r], offsets[r+1])) whole on every worker from each worker's slices.
+  template <typename T>
+  Status ShareSlices(std::vector<T>& values, const std::vector<std::int64_t>& offsets, std::string_view what,
+                     std::int64_t step);
+  std::int32_t WorkerCount() const { return group_ != nullptr ? group_->size() : 1; }
+  // Under MPI, the faults of this step that are real: a die fault kills this
+  // process with SIGKILL, a straggler sleeps (wall-clock seconds).
+  Status RealFaults(std::int64_t step);
   // Before TF 2.13, compute_average_loss without global_batch_size divided an empty
   // replica's zero sum by 0 (local batch x N): its loss is NaN, not 0.
   bool EmptyReplicaNaN(std::int64_t local_batch) const {
@@ -158,7 +177,10 @@ class Cluster final : public TrainingEngine {
   const Sequential<float>& model_;
   ClusterConfig config_;
   BatchRunner runner_;
-  std::vector<Replica> replicas_;
+  std::vector<Replica> replicas_;  // this process's replicas: global ids [first_, first_ + size)
+  std::int32_t first_ = 0;
+  WorkerGroup* group_ = nullptr;   // not owned; null in a single-process run
+  std::vector<SparseCategoricalAccuracy> accuracies_;  // every replica's, on every worker
   ParameterList<float> host_params_;             // CentralStorage only
   std::unique_ptr<Optimizer> host_optimizer_;    // CentralStorage only
   MessageLog log_;

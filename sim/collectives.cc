@@ -2,6 +2,7 @@
 
 #include "core/enum_names.h"
 #include "core/exact_sum.h"
+#include "sim/combine.h"
 
 #include <algorithm>
 #include <bit>
@@ -59,23 +60,6 @@ ElementRange Blocks(std::int64_t count, std::int64_t parts, std::int64_t first_b
   const std::int64_t begin = ChunkBegin(count, parts, first_block);
   return {begin, ChunkBegin(count, parts, end_block) - begin};
 }
-
-// 64 bytes of T as one value (GCC/Clang vector extension): one register with
-// AVX-512, two with AVX2; the compiler picks the instructions.
-template <typename T>
-struct Vector64;
-template <>
-struct Vector64<float> {
-  typedef float type __attribute__((vector_size(64)));
-};
-template <>
-struct Vector64<double> {
-  typedef double type __attribute__((vector_size(64)));
-};
-template <>
-struct Vector64<std::int64_t> {
-  typedef std::int64_t type __attribute__((vector_size(64)));
-};
 
 // The replicas' buffers of a collective: inputs[i] and outputs[i] may be the
 // same memory (in place) or not (out of place: inputs are then only read).
@@ -278,49 +262,14 @@ class InProcessTransport final : public Transport<T> {
     }
   }
 
-  // Elements [begin, end) of one transfer, one step of kStepBytes at a time: the
-  // step's sum lives in vector registers while its sources are added in order and
-  // while it is stored to every destination, so an in-place transfer reads each
-  // element once and writes it once (the line just read is written back from
-  // cache). No per-element call and no staging array: staging the sum through a
-  // local array made loads wait on stores to addresses equal modulo 4 KiB, which
-  // halved the bandwidth at random (docs/performance.md). The tail shorter than a
-  // step is summed the same way one element at a time, so the bits do not depend
-  // on where a block starts.
+  // Elements [begin, end) of one transfer (sim/combine.h).
   void RunTask(const Task& task) const {
-    using Vector = typename Vector64<T>::type;
-    constexpr std::int64_t kLanes = static_cast<std::int64_t>(sizeof(Vector) / sizeof(T));
-    constexpr int kVectorsPerStep = 4;
-    constexpr std::int64_t kStep = kLanes * kVectorsPerStep;
     const Transfer& t = transfers_[task.transfer];
     const Source* sources = sources_.data() + t.first_source;
     const Destination* destinations = destinations_.data() + t.first_destination;
-    const bool divide = std::is_floating_point_v<T> && t.divide;
-    std::int64_t k = task.begin;
-    for (; k + kStep <= task.end; k += kStep) {
-      Vector sum[kVectorsPerStep];
-      for (int v = 0; v < kVectorsPerStep; ++v) std::memcpy(&sum[v], sources[0].data + k + v * kLanes, sizeof(Vector));
-      for (std::size_t s = 1; s < t.num_sources; ++s) {
-        const T* addend = sources[s].data + k;
-        for (int v = 0; v < kVectorsPerStep; ++v) {
-          Vector x;
-          std::memcpy(&x, addend + v * kLanes, sizeof(Vector));
-          sum[v] += x;
-        }
-      }
-      if (divide)
-        for (int v = 0; v < kVectorsPerStep; ++v) sum[v] /= divisor_;
-      for (std::size_t d = 0; d < t.num_destinations; ++d) {
-        T* to = destinations[d].data + k;
-        for (int v = 0; v < kVectorsPerStep; ++v) std::memcpy(to + v * kLanes, &sum[v], sizeof(Vector));
-      }
-    }
-    for (; k < task.end; ++k) {
-      T sum = sources[0].data[k];
-      for (std::size_t s = 1; s < t.num_sources; ++s) sum += sources[s].data[k];
-      if (divide) sum /= divisor_;
-      for (std::size_t d = 0; d < t.num_destinations; ++d) destinations[d].data[k] = sum;
-    }
+    CombineRange<T>(
+        t.num_sources, [sources](std::size_t s) { return sources[s].data; }, t.num_destinations,
+        [destinations](std::size_t d) { return destinations[d].data; }, task.begin, task.end, t.divide, divisor_);
   }
 
 #ifndef NDEBUG

@@ -63,6 +63,14 @@ std::map<std::string, std::string> RunIdentity(const TrainConfig& config) {
   };
 }
 
+// Where a worker other than the chief writes its copy of a checkpoint directory
+// DIR/NAME: DIR/workertemp_<rank>/NAME (the multi-worker tutorial's write_filepath).
+std::string WorkerTempDir(const std::string& directory, std::int32_t rank) {
+  std::filesystem::path path(directory);
+  if (!path.has_filename()) path = path.parent_path();  // "dir/" -> "dir"
+  return (path.parent_path() / ("workertemp_" + std::to_string(rank)) / path.filename()).string();
+}
+
 struct TestMetrics {
   float loss = 0, accuracy = 0;
   std::int64_t examples = 0;
@@ -178,6 +186,14 @@ Status TrainConfig::Validate() const {
     return Status::InvalidArgument("--steps must be at least 1, got " + std::to_string(max_steps));
   if (checkpoint_every < 0)
     return Status::InvalidArgument("--checkpoint-every must be positive, got " + std::to_string(checkpoint_every));
+  if (backup_every < 0)
+    return Status::InvalidArgument("--backup-every must be positive, got " + std::to_string(backup_every));
+  if (!backup_dir.empty() && cluster.strategy == StrategyKind::kParameterServer && backup_every > 0)
+    return Status::InvalidArgument("parameter_server backs up at the end of epochs only; drop --backup-every");
+  if (!backup_dir.empty() && !checkpoint_dir.empty() &&
+      std::filesystem::weakly_canonical(backup_dir) == std::filesystem::weakly_canonical(checkpoint_dir))
+    return Status::InvalidArgument("--backup-dir and --checkpoint-dir are the same directory (" + backup_dir +
+                                   "); the backup is deleted when training ends, so give it its own directory");
   if (max_to_keep < 0)
     return Status::InvalidArgument("--max-to-keep must be 0 (keep all) or more, got " + std::to_string(max_to_keep));
   if (dump_step >= 1 && dump_dir.empty()) return Status::InvalidArgument("--dump-step needs --dump-dir");
@@ -244,27 +260,58 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   // Resume from the checkpoint directory when it holds this run's checkpoint.
   TrainReport report;
   report.model_summary = model->Summary();
-  std::optional<CheckpointManager> manager;
+  std::optional<CheckpointManager> manager, backup;
   const std::map<std::string, std::string> identity = RunIdentity(config);
-  if (!config.checkpoint_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(config.checkpoint_dir, ec);
-    if (ec) return Status::IOError("cannot create --checkpoint-dir " + config.checkpoint_dir + ": " + ec.message());
-    manager.emplace(config.checkpoint_dir, config.max_to_keep);
-    DTLAB_ASSIGN_OR_RETURN(auto latest, manager->LatestPath());
-    if (latest) {
-      DTLAB_ASSIGN_OR_RETURN(SafetensorsFile checkpoint, manager->RestoreLatest());
-      for (const auto& [key, value] : identity) {
-        auto it = checkpoint.metadata.find(key);
-        const std::string found = it == checkpoint.metadata.end() ? "(missing)" : it->second;
-        if (found != value)
-          return Status::InvalidArgument("--checkpoint-dir " + config.checkpoint_dir + " holds a checkpoint of another run (" +
-                                         key + " is " + found + " there, " + value +
-                                         " here): use another directory, or delete it to start afresh");
-      }
-      DTLAB_RETURN_IF_ERROR(RestoreCheckpoint(checkpoint, *model, state).WithContext(*latest));
-      report.resumed_from_step = state.step;
+  // Multi-worker: the chief (rank 0) writes the real directories; every worker
+  // reads them, so they must be on a file system all workers share.
+  WorkerGroup* group = config.worker_group;
+  const bool chief = group == nullptr || group->rank() == 0;
+  const std::string backup_chief_dir = config.backup_dir.empty() ? "" : (std::filesystem::path(config.backup_dir) / "chief").string();
+  // Restores `m`'s latest checkpoint, if any, after checking it belongs to this run.
+  auto restore = [&](CheckpointManager& m, const char* option) -> Status {
+    DTLAB_ASSIGN_OR_RETURN(auto latest, m.LatestPath());
+    if (!latest) return Status::Ok();
+    DTLAB_ASSIGN_OR_RETURN(SafetensorsFile checkpoint, m.RestoreLatest());
+    for (const auto& [key, value] : identity) {
+      auto it = checkpoint.metadata.find(key);
+      const std::string found = it == checkpoint.metadata.end() ? "(missing)" : it->second;
+      if (found != value)
+        return Status::InvalidArgument(std::string(option) + " " + m.directory() + " holds a checkpoint of another run (" +
+                                       key + " is " + found + " there, " + value +
+                                       " here): use another directory, or delete it to start afresh");
     }
+    DTLAB_RETURN_IF_ERROR(RestoreCheckpoint(checkpoint, *model, state).WithContext(*latest));
+    report.resumed_from_step = state.step;
+    return Status::Ok();
+  };
+  for (const std::string& dir : {config.checkpoint_dir, backup_chief_dir}) {
+    if (dir.empty()) continue;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  }
+  if (!config.backup_dir.empty()) {
+    backup.emplace(backup_chief_dir, 1);
+    DTLAB_RETURN_IF_ERROR(restore(*backup, "--backup-dir"));
+  }
+  if (!config.checkpoint_dir.empty()) {
+    manager.emplace(config.checkpoint_dir, config.max_to_keep);
+    if (report.resumed_from_step < 0) DTLAB_RETURN_IF_ERROR(restore(*manager, "--checkpoint-dir"));
+  }
+  if (group != nullptr) {
+    // Every worker must resume from the same step (or none).
+    std::vector<std::int64_t> resumed(static_cast<std::size_t>(group->size()));
+    std::vector<std::size_t> one(resumed.size(), 1);
+    DTLAB_RETURN_IF_ERROR(group->AllGatherValues(std::span<const std::int64_t>(&report.resumed_from_step, 1),
+                                                 std::span<std::int64_t>(resumed), one, "agreeing on where to resume", 0));
+    for (std::size_t w = 0; w < resumed.size(); ++w)
+      if (resumed[w] != resumed[0])
+        return Status::InvalidArgument(
+            "rank " + std::to_string(w) + " " +
+            (resumed[w] < 0 ? std::string("found no checkpoint") : "would resume from step " + std::to_string(resumed[w])) +
+            " but rank 0 " + (resumed[0] < 0 ? std::string("found none") : "resumes from step " + std::to_string(resumed[0])) +
+            ": every worker reads the chief's checkpoint directory, so it must be on a file system all machines share "
+            "(docs/mpi.md)");
   }
 
   // The engine: synchronous replicas (Cluster) or asynchronous workers and parameter
@@ -290,7 +337,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     engine = std::move(made);
   } else {
     DTLAB_ASSIGN_OR_RETURN(auto made, Cluster::Create(*model, config.cluster, config.optimizer, optimizer_options,
-                                                      state.params, config.chunk_size));
+                                                      state.params, config.chunk_size, group));
     cluster = made.get();
     engine = std::move(made);
   }
@@ -334,17 +381,44 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   const float default_rate = state.optimizer->default_learning_rate();
 
   std::int64_t last_saved_step = report.resumed_from_step;
-  auto save = [&](std::int64_t number) -> Status {
-    if (!manager) return Status::Ok();
+  // Saves the state into `m` (the chief) or into this worker's temporary directory,
+  // which it then deletes (the multi-worker tutorial's write_filepath); every
+  // worker takes part, and none goes on before all have saved.
+  auto save_into = [&](CheckpointManager& m, const std::string& worker_temp, std::int64_t number,
+                       std::string* path) -> Status {
     std::map<std::string, std::string> metadata = identity;
     metadata["dtlab.dataset"] = data.name;
     engine->ExportState(state);
+    if (chief) {
+      DTLAB_RETURN_IF_ERROR(m.Save(MakeCheckpoint(*model, state, metadata), number, path));
+    } else {
+      std::error_code ec;
+      std::filesystem::create_directories(worker_temp, ec);
+      if (ec) return Status::IOError("cannot create " + worker_temp + ": " + ec.message());
+      CheckpointManager temp(worker_temp, 1);
+      DTLAB_RETURN_IF_ERROR(temp.Save(MakeCheckpoint(*model, state, metadata), number, path));
+      std::filesystem::remove_all(worker_temp, ec);
+      std::filesystem::remove(std::filesystem::path(worker_temp).parent_path(), ec);  // workertemp_<rank>, if empty
+    }
+    if (group != nullptr) DTLAB_RETURN_IF_ERROR(group->Barrier("saving checkpoint " + std::to_string(number), state.step));
+    return Status::Ok();
+  };
+  auto save = [&](std::int64_t number) -> Status {
+    if (!manager) return Status::Ok();
     std::string path;
-    DTLAB_RETURN_IF_ERROR(manager->Save(MakeCheckpoint(*model, state, metadata), number, &path));
+    DTLAB_RETURN_IF_ERROR(save_into(*manager, group ? WorkerTempDir(config.checkpoint_dir, group->rank()) : "", number, &path));
     report.last_checkpoint = path;
     last_saved_step = state.step;
     observer->OnCheckpoint(path);
     return Status::Ok();
+  };
+  auto save_backup = [&]() -> Status {
+    if (!backup) return Status::Ok();
+    std::string path;
+    const std::string temp = group ? (std::filesystem::path(config.backup_dir) /
+                                      ("workertemp_" + std::to_string(group->rank()))).string()
+                                   : "";
+    return save_into(*backup, temp, state.step, &path);
   };
 
   bool stop = config.max_steps >= 0 && state.step >= config.max_steps;
@@ -458,9 +532,12 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
       record.result = &result;
       record.examples = &steps[static_cast<std::size_t>(state.step_in_epoch)];
       observer->OnTrainStep(record);
-      if (config.checkpoint_every > 0 && state.step % config.checkpoint_every == 0) {
+      const bool checkpoint = config.checkpoint_every > 0 && state.step % config.checkpoint_every == 0;
+      const bool backup_now = backup && config.backup_every > 0 && state.step % config.backup_every == 0;
+      if (checkpoint || backup_now) {
         ++state.step_in_epoch;  // the checkpoint resumes after this batch
-        const Status saved = save(state.step);
+        Status saved = checkpoint ? save(state.step) : Status::Ok();
+        if (saved.ok() && backup_now) saved = save_backup();
         --state.step_in_epoch;
         DTLAB_RETURN_IF_ERROR(saved);
       }
@@ -485,16 +562,18 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     epoch_report.steps = steps_this_epoch;
     report.epochs.push_back(epoch_report);
     observer->OnEpochEnd(epoch_report);
-    if (manager) DTLAB_RETURN_IF_ERROR(AppendMetricsCsv(config.checkpoint_dir, epoch_report));
+    if (manager && chief) DTLAB_RETURN_IF_ERROR(AppendMetricsCsv(config.checkpoint_dir, epoch_report));
     if (stop) break;
 
     // The next epoch starts afresh; the tutorial checkpoints after every 2nd epoch.
     state.step_in_epoch = 0;
     state.train_loss_total = state.train_batches = 0.0f;
     engine->ResetMetrics();
-    if (config.checkpoint_every == 0 && state.epoch % 2 == 0) {
+    const bool epoch_checkpoint = config.checkpoint_every == 0 && state.epoch % 2 == 0;
+    if (epoch_checkpoint || (backup && config.backup_every == 0)) {
       ++state.epoch;
-      const Status saved = save(state.step);
+      Status saved = epoch_checkpoint ? save(state.step) : Status::Ok();
+      if (saved.ok() && config.backup_every == 0) saved = save_backup();
       --state.epoch;
       DTLAB_RETURN_IF_ERROR(saved);
     }
@@ -504,6 +583,12 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   // steps are not part of any state), so parameter_server saves at epoch ends only.
   const bool at_epoch_boundary = state.step_in_epoch == 0 || state.epoch >= config.epochs;
   if (manager && state.step != last_saved_step && (!async || at_epoch_boundary)) DTLAB_RETURN_IF_ERROR(save(state.step));
+  // BackupAndRestore deletes its backup once training has ended normally.
+  if (backup && chief) {
+    std::error_code ec;
+    std::filesystem::remove_all(backup_chief_dir, ec);
+    if (ec) return Status::IOError("cannot delete the backup " + backup_chief_dir + ": " + ec.message());
+  }
 
   report.steps = state.step;
   report.seconds = train_seconds;

@@ -25,6 +25,7 @@
 #include "sim/cost_model.h"
 #include "sim/distributed_input.h"
 #include "sim/topology.h"
+#include "sim/worker_group.h"
 
 namespace dtlab {
 
@@ -70,6 +71,18 @@ struct TrainConfig {
   double straggler_spread = 0.5;          // a worker's step takes (1 + spread * u) x its compute time
 
   std::optional<std::int64_t> global_batch;  // overrides batch_per_replica x replicas
+
+  // tf.keras.callbacks.BackupAndRestore: a backup of the whole training state in
+  // backup_dir/chief, saved every backup_every steps (0: at the end of every epoch),
+  // restored first when the run starts, and deleted when training ends normally.
+  std::string backup_dir;
+  std::int64_t backup_every = 0;
+
+  /// A multi-worker run on MPI (sim/mpi_group.h): this process is worker
+  /// worker_group->rank() and trains its replicas; rank 0 is the chief, which
+  /// writes the checkpoints (the others write workertemp_<rank> and delete it).
+  /// Not owned; null in a single-process run.
+  WorkerGroup* worker_group = nullptr;
 
   std::int64_t global_batch_size() const { return global_batch.value_or(batch_per_replica * cluster.replicas); }
 
@@ -149,9 +162,9 @@ class TrainObserver {
   virtual void OnTrainStep(const StepRecord& /*record*/) {}
 };
 
-/// Trains `config.model` on `data`. If config.checkpoint_dir holds a checkpoint of
-/// the same run (model, optimizer, batch and seed), training resumes from it at the
-/// exact batch where it stopped. Errors: InvalidArgument for bad options or a
+/// Trains `config.model` on `data`. If config.backup_dir or config.checkpoint_dir
+/// holds a checkpoint of the same run (model, optimizer, batch and seed), training
+/// resumes from it at the exact batch where it stopped. Errors: InvalidArgument for bad options or a
 /// checkpoint from another run; Corruption for a damaged checkpoint; IOError when
 /// writing fails; Runtime when the loss becomes NaN or infinite.
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer = nullptr);
