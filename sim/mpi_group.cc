@@ -22,6 +22,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Transfers larger than this move in segments of this size (see RunPhase).
+constexpr std::int64_t kSegmentBytes = 1 << 20;
+
 std::string MpiError(int code, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
@@ -39,11 +42,14 @@ std::string Seconds(double seconds) {
 // message for errors. Wait polls them until done or the deadline.
 class Requests {
  public:
-  void Add(MPI_Request request, int peer, std::string what) {
+  // `what` describes the message; `describe(what)` makes it words (only on failure).
+  using Describe = std::function<std::string(std::int64_t)>;
+  void Add(MPI_Request request, int peer, std::int64_t what) {
     requests_.push_back(request);
     peers_.push_back(peer);
-    what_.push_back(std::move(what));
+    what_.push_back(what);
   }
+  void set_describe(Describe describe) { describe_ = std::move(describe); }
   bool empty() const { return requests_.empty(); }
   // Waits for requests [first, end); Runtime after the deadline, naming the first
   // one still pending.
@@ -62,11 +68,11 @@ class Requests {
           if (requests_[i] != MPI_REQUEST_NULL) MPI_Test(&requests_[i], &complete, MPI_STATUS_IGNORE);
           if (requests_[i] == MPI_REQUEST_NULL || complete) continue;
           return Status::Runtime("timed out after " + Seconds(timeout_seconds) + " s waiting for " +
-                                 describe_peer(peers_[i]) + ", which stopped responding (" + what_[i] +
+                                 describe_peer(peers_[i]) + ", which stopped responding (" + describe_(what_[i]) +
                                  "); raise --collective-timeout if it is only slow");
         }
       }
-      if (spins > 2000) sched_yield();  // oversubscribed ranks: let the peer run
+      if (spins > 64) sched_yield();  // ranks may share cores: let the peer run
     }
   }
   std::size_t size() const { return requests_.size(); }
@@ -79,7 +85,8 @@ class Requests {
  private:
   std::vector<MPI_Request> requests_;
   std::vector<int> peers_;
-  std::vector<std::string> what_;
+  std::vector<std::int64_t> what_;
+  Describe describe_;
 };
 
 // The Transport (sim/transport.h) of the replicas of all ranks: rank w holds
@@ -90,7 +97,8 @@ template <typename T>
 class MpiTransport final : public Transport<T> {
  public:
   MpiTransport(std::span<const std::span<T>> local, std::int32_t replicas, std::int32_t rank, std::int64_t* phases,
-               double timeout_seconds, MessageLog* log, std::int64_t step, std::string collective)
+               double timeout_seconds, MessageLog* log, std::int64_t step, std::string collective,
+               std::vector<std::vector<T>>& staging, std::vector<std::vector<T>>& results)
       : local_(local),
         replicas_(replicas),
         per_rank_(static_cast<std::int32_t>(local.size())),
@@ -99,7 +107,9 @@ class MpiTransport final : public Transport<T> {
         timeout_seconds_(timeout_seconds),
         log_(log),
         step_(step),
-        collective_(std::move(collective)) {}
+        collective_(std::move(collective)),
+        staging_(staging),
+        results_(results) {}
 
   std::int32_t num_replicas() const override { return replicas_; }
   void BeginTransfer(std::int32_t combiner, std::int64_t count, bool divide) override {
@@ -126,6 +136,11 @@ class MpiTransport final : public Transport<T> {
     std::int64_t offset;
     std::int32_t phase;
   };
+  struct NotedMessage {
+    Place place;
+    std::int32_t sender, receiver;
+    std::int64_t count;
+  };
   struct Transfer {
     std::int32_t combiner;
     std::int64_t count;
@@ -148,7 +163,8 @@ class MpiTransport final : public Transport<T> {
                            : "s " + std::to_string(first) + "-" + std::to_string(first + per_rank_ - 1)) +
            ")";
   }
-  Status Post(bool send, void* data, std::int64_t count, int peer, int tag, std::string what) {
+  // Posts a send or receive of message `what` (an index into messages_).
+  Status Post(bool send, void* data, std::int64_t count, int peer, int tag, std::int64_t what) {
     const std::int64_t bytes = count * static_cast<std::int64_t>(sizeof(T));
     if (bytes > INT_MAX) return Status::Runtime(collective_ + ": a message of " + std::to_string(bytes) +
                                                 " bytes exceeds MPI's int count; use more replicas or workers");
@@ -156,8 +172,13 @@ class MpiTransport final : public Transport<T> {
     const int code = send ? MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request)
                           : MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request);
     if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, send ? "MPI_Isend" : "MPI_Irecv"));
-    requests_.Add(request, peer, std::move(what));
+    requests_.Add(request, peer, what);
     return Status::Ok();
+  }
+  // A message's id for Post: its description is only made if it fails.
+  std::int64_t Note(const Place& place, std::int32_t sender, std::int32_t receiver, std::int64_t count) {
+    messages_.push_back({place, sender, receiver, count});
+    return static_cast<std::int64_t>(messages_.size()) - 1;
   }
 
   Status RunPhase(int tag) {
@@ -165,17 +186,30 @@ class MpiTransport final : public Transport<T> {
     const Clock::time_point deadline =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
     requests_.Clear();
+    messages_.clear();
+    requests_.set_describe([this](std::int64_t m) {
+      const NotedMessage& n = messages_[static_cast<std::size_t>(m)];
+      return Message(n.place, n.sender, n.receiver, n.count);
+    });
     auto describe = [this](int rank) { return DescribeRank(rank); };
     // 1. Receives: remote addends of the transfers this rank combines (into staging
     //    buffers), and results of remote combiners stored into this rank's replicas.
     std::size_t staged = 0;
-    std::vector<std::size_t> first_request(transfers_.size(), 0), end_request(transfers_.size(), 0);
     std::vector<std::vector<const T*>> addends(transfers_.size());
+    // A large transfer moves in segments, so that the combiner sums segment g while
+    // g + 1 is in flight. Both ends enumerate messages in the same order
+    // (transfer, segment, source or destination), which MPI's ordering of messages
+    // with one tag between two ranks then matches.
+    const std::int64_t segment = std::max<std::int64_t>(kSegmentBytes / static_cast<std::int64_t>(sizeof(T)), 1);
+    auto segments = [segment](std::int64_t count) { return std::max<std::int64_t>((count + segment - 1) / segment, 1); };
+    auto length = [segment](std::int64_t count, std::int64_t g) { return std::min(segment, count - g * segment); };
+    std::vector<std::vector<std::size_t>> first_request(transfers_.size());  // per segment, then its end
     for (std::size_t t = 0; t < transfers_.size(); ++t) {
       const Transfer& transfer = transfers_[t];
       if (Owner(transfer.combiner) != rank_) continue;
-      first_request[t] = requests_.size();
-      for (const Place& s : transfer.sources) {
+      std::vector<T*> staged_at(transfer.sources.size(), nullptr);
+      for (std::size_t k = 0; k < transfer.sources.size(); ++k) {
+        const Place& s = transfer.sources[k];
         if (Owner(s.replica) == rank_) {
           addends[t].push_back(Data(s.replica, s.offset));
           continue;
@@ -184,33 +218,43 @@ class MpiTransport final : public Transport<T> {
         std::vector<T>& buffer = staging_[staged++];
         if (buffer.size() < static_cast<std::size_t>(transfer.count)) buffer.resize(static_cast<std::size_t>(transfer.count));
         addends[t].push_back(buffer.data());
-        DTLAB_RETURN_IF_ERROR(Post(false, buffer.data(), transfer.count, Owner(s.replica), tag,
-                                   Message(s, s.replica, transfer.combiner, transfer.count)));
+        staged_at[k] = buffer.data();
       }
-      end_request[t] = requests_.size();
+      for (std::int64_t g = 0; g < segments(transfer.count); ++g) {
+        first_request[t].push_back(requests_.size());
+        for (std::size_t k = 0; k < transfer.sources.size(); ++k) {
+          if (staged_at[k] == nullptr) continue;
+          const Place& s = transfer.sources[k];
+          DTLAB_RETURN_IF_ERROR(Post(false, staged_at[k] + g * segment, length(transfer.count, g), Owner(s.replica), tag,
+                                     Note(s, s.replica, transfer.combiner, transfer.count)));
+        }
+      }
+      first_request[t].push_back(requests_.size());
     }
     for (const Transfer& transfer : transfers_) {
       if (Owner(transfer.combiner) == rank_) continue;
-      for (const Place& d : transfer.destinations)
-        if (Owner(d.replica) == rank_)
-          DTLAB_RETURN_IF_ERROR(Post(false, Data(d.replica, d.offset), transfer.count, Owner(transfer.combiner), tag + 1,
-                                     Message(d, transfer.combiner, d.replica, transfer.count)));
+      for (std::int64_t g = 0; g < segments(transfer.count); ++g)
+        for (const Place& d : transfer.destinations)
+          if (Owner(d.replica) == rank_)
+            DTLAB_RETURN_IF_ERROR(Post(false, Data(d.replica, d.offset) + g * segment, length(transfer.count, g),
+                                       Owner(transfer.combiner), tag + 1,
+                                       Note(d, transfer.combiner, d.replica, transfer.count)));
     }
     // 2. Sends of this rank's addends to remote combiners.
     for (const Transfer& transfer : transfers_) {
       if (Owner(transfer.combiner) == rank_) continue;
-      for (const Place& s : transfer.sources)
-        if (Owner(s.replica) == rank_)
-          DTLAB_RETURN_IF_ERROR(Post(true, Data(s.replica, s.offset), transfer.count, Owner(transfer.combiner), tag,
-                                     Message(s, s.replica, transfer.combiner, transfer.count)));
+      for (std::int64_t g = 0; g < segments(transfer.count); ++g)
+        for (const Place& s : transfer.sources)
+          if (Owner(s.replica) == rank_)
+            DTLAB_RETURN_IF_ERROR(Post(true, Data(s.replica, s.offset) + g * segment, length(transfer.count, g),
+                                       Owner(transfer.combiner), tag, Note(s, s.replica, transfer.combiner, transfer.count)));
     }
-    // 3. Each transfer this rank combines, once its addends are in: the sum, stored
-    //    locally and sent to the remote destinations.
+    // 3. Each transfer this rank combines, segment by segment once its addends are
+    //    in: the sum, stored locally and sent to the remote destinations.
     std::size_t results = 0;
     for (std::size_t t = 0; t < transfers_.size(); ++t) {
       const Transfer& transfer = transfers_[t];
       if (Owner(transfer.combiner) != rank_) continue;
-      DTLAB_RETURN_IF_ERROR(requests_.Wait(first_request[t], end_request[t], deadline, describe, timeout_seconds_));
       std::vector<T*> to;
       for (const Place& d : transfer.destinations)
         if (Owner(d.replica) == rank_) to.push_back(Data(d.replica, d.offset));
@@ -221,18 +265,26 @@ class MpiTransport final : public Transport<T> {
         if (buffer.size() < static_cast<std::size_t>(transfer.count)) buffer.resize(static_cast<std::size_t>(transfer.count));
         to.push_back(buffer.data());
       }
-      Combine(addends[t], to, transfer.count, transfer.divide);
-      for (const Place& d : transfer.destinations)
-        if (Owner(d.replica) != rank_)
-          DTLAB_RETURN_IF_ERROR(Post(true, to[0], transfer.count, Owner(d.replica), tag + 1,
-                                     Message(d, transfer.combiner, d.replica, transfer.count)));
+      for (std::int64_t g = 0; g < segments(transfer.count); ++g) {
+        const auto k = static_cast<std::size_t>(g);
+        DTLAB_RETURN_IF_ERROR(
+            requests_.Wait(first_request[t][k], first_request[t][k + 1], deadline, describe, timeout_seconds_));
+        const std::int64_t begin = g * segment, end = begin + length(transfer.count, g);
+        Combine(addends[t], to, begin, end, transfer.divide);
+        for (const Place& d : transfer.destinations)
+          if (Owner(d.replica) != rank_)
+            DTLAB_RETURN_IF_ERROR(Post(true, to[0] + begin, end - begin, Owner(d.replica), tag + 1,
+                                       Note(d, transfer.combiner, d.replica, transfer.count)));
+      }
     }
     // 4. Everything else: results arriving here, sends leaving.
     return requests_.Wait(0, requests_.size(), deadline, describe, timeout_seconds_);
   }
 
-  void Combine(const std::vector<const T*>& sources, const std::vector<T*>& destinations, std::int64_t count,
-               bool divide) const {
+  // Elements [first, last) of the transfer.
+  void Combine(const std::vector<const T*>& sources, const std::vector<T*>& destinations, std::int64_t first,
+               std::int64_t last, bool divide) const {
+    const std::int64_t count = last - first;
     constexpr std::int64_t kBlock = std::max<std::int64_t>(64 * 1024 / static_cast<std::int64_t>(sizeof(T)), 1);
     const T divisor = static_cast<T>(replicas_);
     auto block = [&](std::int64_t begin, std::int64_t end) {
@@ -241,11 +293,11 @@ class MpiTransport final : public Transport<T> {
           [&](std::size_t d) { return destinations[d]; }, begin, end, divide, divisor);
     };
     if (count <= kBlock) {
-      block(0, count);
+      block(first, last);
       return;
     }
     tbb::parallel_for(std::int64_t{0}, (count + kBlock - 1) / kBlock,
-                      [&](std::int64_t b) { block(b * kBlock, std::min(count, (b + 1) * kBlock)); });
+                      [&](std::int64_t b) { block(first + b * kBlock, std::min(last, first + (b + 1) * kBlock)); });
   }
 
   void RecordMessages() {
@@ -268,11 +320,20 @@ class MpiTransport final : public Transport<T> {
   bool dropping_ = false;
   std::vector<Transfer> transfers_;
   Requests requests_;
-  std::vector<std::vector<T>> staging_, results_;
+  std::vector<NotedMessage> messages_;
+  std::vector<std::vector<T>>& staging_;  // the group's, kept between calls (no page faults per call)
+  std::vector<std::vector<T>>& results_;
   Status status_;
 };
 
 }  // namespace
+
+struct MpiWorkerGroup::Staging {
+  std::vector<std::vector<float>> floats, float_results;
+  std::vector<std::vector<std::int64_t>> words, word_results;
+};
+
+MpiWorkerGroup::MpiWorkerGroup() : staging_(std::make_unique<Staging>()) {}
 
 StatusOr<std::unique_ptr<MpiWorkerGroup>> MpiWorkerGroup::Create(int* argc, char*** argv, double timeout_seconds) {
   int provided = 0;
@@ -304,16 +365,19 @@ Status MpiWorkerGroup::AllGather(std::span<const std::byte> mine, std::span<std:
   const int tag = 16384 + static_cast<int>(phases_++ % 8192);
   Requests requests;
   const std::string label = std::string(what) + (step > 0 ? " at step " + std::to_string(step) : "");
+  requests.set_describe([&label](std::int64_t m) {
+    return label + (m == 0 ? ": its part never arrived" : ": it did not take this rank's part");
+  });
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     MPI_Request request;
     int code = MPI_Irecv(all.data() + offsets[static_cast<std::size_t>(r)], static_cast<int>(bytes_per_rank[static_cast<std::size_t>(r)]),
                          MPI_BYTE, r, tag, MPI_COMM_WORLD, &request);
     if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, "MPI_Irecv"));
-    requests.Add(request, r, label + ": its part never arrived");
+    requests.Add(request, r, 0);
     code = MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, r, tag, MPI_COMM_WORLD, &request);
     if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, "MPI_Isend"));
-    requests.Add(request, r, label + ": it did not take this rank's part");
+    requests.Add(request, r, 1);
   }
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
@@ -328,7 +392,14 @@ Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::in
   const std::int64_t count = local.empty() ? 0 : static_cast<std::int64_t>(local[0].size());
   if (options.log != nullptr)
     options.log->Begin(name, options.step, replicas, count * static_cast<std::int64_t>(sizeof(T)));
-  MpiTransport<T> transport(local, replicas, rank_, &phases_, timeout_seconds_, options.log, options.step, name);
+  auto& staging = [&]() -> auto& {
+    if constexpr (std::is_same_v<T, float>) return staging_->floats; else return staging_->words;
+  }();
+  auto& results = [&]() -> auto& {
+    if constexpr (std::is_same_v<T, float>) return staging_->float_results; else return staging_->word_results;
+  }();
+  MpiTransport<T> transport(local, replicas, rank_, &phases_, timeout_seconds_, options.log, options.step, name, staging,
+                            results);
   ScheduleAllReduce<T>(transport, options.algorithm, count, op, options.replicas_per_worker);
   if (options.log != nullptr) options.log->End();
   return transport.status();

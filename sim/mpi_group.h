@@ -54,7 +54,7 @@ class MpiWorkerGroup final : public WorkerGroup {
   void Finish() { finish_ = true; }
 
  private:
-  MpiWorkerGroup() = default;
+  MpiWorkerGroup();
   template <typename T>
   Status RunAllReduce(std::span<const std::span<T>> local, std::int32_t replicas, ReduceOp op,
                       const CollectiveOptions& options);
@@ -63,6 +63,8 @@ class MpiWorkerGroup final : public WorkerGroup {
   std::string host_;
   double timeout_seconds_ = 60;
   std::int64_t phases_ = 0;  // phases run so far, the same on every rank (message tags)
+  struct Staging;            // receive buffers, kept between calls (mpi_group.cc)
+  std::unique_ptr<Staging> staging_;
   bool finish_ = false;
 };
 

@@ -1,0 +1,113 @@
+// dtlab's all-reduce across MPI ranks (MpiWorkerGroup, sim/mpi_group.h: the
+// schedule of sim/collectives.h over MPI point-to-point messages) beside a bare
+// MPI_Allreduce (MPI_FLOAT, MPI_SUM, in place) on the same buffers, in one run,
+// alternating: for each size, three rounds of each, each round about a second of
+// calls between two barriers, the best round reported (as bench/mpi_allreduce.cc).
+// One replica per rank, so dtlab's hierarchical all-reduce (its default under
+// mpirun) is the ring between the ranks.
+// Rank 0 prints one line per size and implementation:
+//
+//   bytes_per_rank ranks implementation seconds_per_call algbw_GBps busbw_GBps
+//
+// with algbw = bytes / time and busbw = algbw * 2(N-1)/N (GB = 1e9 bytes).
+// Run: mpirun --oversubscribe -np N build/release/bench/mpi_dtlab_allreduce [MiB ...]
+// (default 1 16 64); bench/compare_mpi_allreduce.sh runs it on 2, 3 and 4 ranks.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include <tbb/global_control.h>
+
+#include "sim/mpi_group.h"
+
+namespace {
+
+constexpr int kRounds = 3;
+
+void Check(const dtlab::Status& status) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "mpi_dtlab_allreduce: %s\n", status.ToString().c_str());
+  MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+// Small nonzero normal floats (2^-100 x 1..8): each call multiplies them by about
+// N, so they are refilled, untimed, long before they could overflow.
+void Fill(std::vector<float>& buffer, int rank) {
+  for (std::size_t i = 0; i < buffer.size(); ++i)
+    buffer[i] = std::ldexp(static_cast<float>(1 + (i + static_cast<std::size_t>(rank)) % 8), -100);
+}
+
+// Seconds per call of `call`, averaged over `iterations` calls between barriers.
+template <typename Call>
+double Time(int iterations, Call call) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  for (int i = 0; i < iterations; ++i) call();
+  MPI_Barrier(MPI_COMM_WORLD);
+  return (MPI_Wtime() - start) / iterations;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto created = dtlab::MpiWorkerGroup::Create(&argc, &argv, 600);
+  if (!created.ok()) {
+    std::fprintf(stderr, "mpi_dtlab_allreduce: %s\n", created.status().ToString().c_str());
+    return 3;
+  }
+  dtlab::MpiWorkerGroup& group = **created;
+  // Ranks on one machine share its cores: as dtlab train does, each rank's oneTBB
+  // gets cores / local ranks threads (the combine of large transfers).
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const unsigned local_ranks = local != nullptr ? static_cast<unsigned>(std::max(1, std::atoi(local))) : 1u;
+  tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
+                              std::max(1u, std::thread::hardware_concurrency() / local_ranks));
+  const int rank = group.rank(), ranks = group.size();
+  std::vector<long> sizes_mib;
+  for (int i = 1; i < argc; ++i) sizes_mib.push_back(std::strtol(argv[i], nullptr, 10));
+  if (sizes_mib.empty()) sizes_mib = {1, 16, 64};
+  const int calls_before_refill = static_cast<int>(200 / std::log2(static_cast<double>(ranks > 1 ? ranks : 2)));
+
+  for (const long mib : sizes_mib) {
+    const long bytes = mib << 20;
+    std::vector<float> buffer(static_cast<std::size_t>(bytes) / sizeof(float));
+    std::span<float> mine(buffer);
+    dtlab::CollectiveOptions options;
+    options.algorithm = dtlab::AllReduceAlgorithm::kHierarchical;
+    options.replicas_per_worker = 1;
+    auto bare = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    auto dtlab = [&] { Check(group.AllReduce(std::span(&mine, 1), ranks, dtlab::ReduceOp::kSum, options)); };
+    // Warm up both, then size the rounds to about a second of MPI_Allreduce.
+    Fill(buffer, rank);
+    Time(2, bare);
+    Time(2, dtlab);
+    Fill(buffer, rank);
+    const double once = Time(1, bare);
+    int iterations = std::clamp(static_cast<int>(1.0 / (once > 0 ? once : 1e-6)), 5, calls_before_refill - 1);
+    MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    double best[2] = {0, 0};
+    for (int round = 0; round < kRounds; ++round)
+      for (int which = 0; which < 2; ++which) {
+        Fill(buffer, rank);
+        const double seconds = which == 0 ? Time(iterations, bare) : Time(iterations, dtlab);
+        if (round == 0 || seconds < best[which]) best[which] = seconds;
+      }
+    if (rank == 0)
+      for (int which = 0; which < 2; ++which) {
+        const double algbw = static_cast<double>(bytes) / best[which] / 1e9;
+        std::printf("%ld %d %s %.6e %.3f %.3f\n", bytes, ranks, which == 0 ? "MPI_Allreduce" : "dtlab", best[which],
+                    algbw, algbw * 2.0 * (ranks - 1) / ranks);
+        std::fflush(stdout);
+      }
+  }
+  group.Finish();
+  return 0;
+}
