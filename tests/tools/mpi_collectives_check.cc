@@ -2,7 +2,7 @@
 // (sim/mpi_group.h) gives, on every rank, the same bits as the in-process
 // AllReduce of sim/collectives.h over the same W x R buffers, for every algorithm,
 // SUM and MEAN, float and int64 words, R = 1..3 replicas per rank, and element
-// counts from 0 to past a segment (1 MiB). Every rank builds all W x R inputs
+// counts from 0 to past a segment (4 MiB). Every rank builds all W x R inputs
 // (seeded), reduces them in process for the expected result, and reduces its own R
 // over MPI. Prints "ok N cases" on rank 0; exits 1 on a mismatch.
 #include <cstdint>
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   unsigned seed = 1;
   for (const auto algorithm : dtlab::kAllReduceAlgorithms)
     for (int per_rank = 1; per_rank <= 3; ++per_rank)
-      for (const std::int64_t count : {0, 1, 7, 1000, 262144 + 333}) {
+      for (const std::int64_t count : {0, 1, 7, 1000, (1 << 20) + 333}) {
         ok &= Check<float>(group, algorithm, per_rank, count, dtlab::ReduceOp::kSum, seed++);
         ok &= Check<float>(group, algorithm, per_rank, count, dtlab::ReduceOp::kMean, seed++);
         ok &= Check<std::int64_t>(group, algorithm, per_rank, count, dtlab::ReduceOp::kSum, seed++);
