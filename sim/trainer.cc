@@ -64,7 +64,7 @@ std::map<std::string, std::string> RunIdentity(const TrainConfig& config) {
 }
 
 // Where a worker other than the chief writes its copy of a checkpoint directory
-// DIR/NAME: DIR/workertemp_<rank>/NAME (the multi-worker tutorial's write_filepath).
+// DIR/NAME: DIR/workertemp_RANK/NAME (the multi-worker tutorial's write_filepath).
 std::string WorkerTempDir(const std::string& directory, std::int32_t rank) {
   std::filesystem::path path(directory);
   if (!path.has_filename()) path = path.parent_path();  // "dir/" -> "dir"
@@ -398,7 +398,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
       CheckpointManager temp(worker_temp, 1);
       DTLAB_RETURN_IF_ERROR(temp.Save(MakeCheckpoint(*model, state, metadata), number, path));
       std::filesystem::remove_all(worker_temp, ec);
-      std::filesystem::remove(std::filesystem::path(worker_temp).parent_path(), ec);  // workertemp_<rank>, if empty
+      std::filesystem::remove(std::filesystem::path(worker_temp).parent_path(), ec);  // workertemp_RANK, if empty
     }
     if (group != nullptr) DTLAB_RETURN_IF_ERROR(group->Barrier("saving checkpoint " + std::to_string(number), state.step));
     return Status::Ok();

@@ -80,7 +80,7 @@ struct TrainConfig {
 
   /// A multi-worker run on MPI (sim/mpi_group.h): this process is worker
   /// worker_group->rank() and trains its replicas; rank 0 is the chief, which
-  /// writes the checkpoints (the others write workertemp_<rank> and delete it).
+  /// writes the checkpoints (the others write workertemp_RANK and delete it).
   /// Not owned; null in a single-process run.
   WorkerGroup* worker_group = nullptr;
 
