@@ -202,6 +202,8 @@ std::uint64_t ArgumentsDigest(const std::vector<std::string>& args) {
 }
 
 #ifdef DTLAB_WITH_MPI
+Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
+
 // Joins the MPI world and fits the config to it: W ranks are W workers of
 // replicas_per_worker replicas each. Checks TF_CONFIG, when set, against the
 // world, and that every rank was started with the same arguments.
@@ -210,10 +212,12 @@ Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_
   DTLAB_ASSIGN_OR_RETURN(run.group, MpiWorkerGroup::Create(nullptr, nullptr, config.cluster.collective_timeout_seconds));
   run.rank = run.group->rank();
   run.size = run.group->size();
+  const bool ps = config.cluster.strategy == StrategyKind::kParameterServer;
   if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config != nullptr && *tf_config != '\0') {
     auto parsed = ParseTfConfig(tf_config);
     if (!parsed.ok()) return Status::InvalidArgument("TF_CONFIG: " + parsed.status().message());
-    DTLAB_RETURN_IF_ERROR(CheckTfConfigAgainstWorld(*parsed, run.size, run.rank));
+    DTLAB_RETURN_IF_ERROR(ps ? CheckParameterServerTfConfigAgainstWorld(*parsed, run.size, run.rank)
+                             : CheckTfConfigAgainstWorld(*parsed, run.size, run.rank));
   }
   // The same arguments everywhere, or the ranks would compute different steps.
   const std::uint64_t digest = ArgumentsDigest(args);
@@ -228,10 +232,26 @@ Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_
     if (digests[r] != digests[0])
       return Status::InvalidArgument("rank " + std::to_string(r) + " was started with other arguments than rank 0; "
                                      "every rank must run the same dtlab train command");
+  if (ps) {
+    // Rank 0 the chief (coordinator), then the workers, then the parameter servers.
+    const std::int32_t workers = run.size - 1 - config.parameter_servers;
+    if (workers < 1)
+      return Invalid("parameter_server across MPI ranks needs 1 chief + at least 1 worker + " +
+                     std::to_string(config.parameter_servers) + " parameter server(s) (--parameter-servers) = at least " +
+                     std::to_string(2 + config.parameter_servers) + " ranks; mpirun started " +
+                     std::to_string(run.size));
+    if (workers_given && config.cluster.workers != workers)
+      return Invalid("--workers " + std::to_string(config.cluster.workers) + " but " + std::to_string(run.size) +
+                     " ranks = 1 chief + " + std::to_string(workers) + " workers + " +
+                     std::to_string(config.parameter_servers) + " parameter servers (drop --workers)");
+    config.cluster.workers = config.cluster.replicas = workers;
+    config.worker_group = run.group.get();
+    return Status::Ok();
+  }
   if (config.cluster.strategy != StrategyKind::kMultiWorkerMirrored)
     return Status::InvalidArgument("dtlab train runs as one worker per MPI rank (" + std::to_string(run.size) +
-                                   " ranks here) with --strategy multi_worker_mirrored; got --strategy " +
-                                   std::string(StrategyName(config.cluster.strategy)));
+                                   " ranks here) with --strategy multi_worker_mirrored (or parameter_server); got "
+                                   "--strategy " + std::string(StrategyName(config.cluster.strategy)));
   if (replicas_per_worker < 1)
     return Status::InvalidArgument("--replicas-per-worker must be at least 1, got " + std::to_string(replicas_per_worker));
   if (workers_given && config.cluster.workers != run.size)
@@ -446,7 +466,12 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (run.group) run.group->Finish();
 #endif
   if (run.rank != 0) return report->reference_check && !report->reference_check->within_bound ? 1 : 0;
-  if (mpi)
+  const bool async = config.cluster.strategy == StrategyKind::kParameterServer;
+  if (mpi && async)
+    std::fprintf(human, "parameter_server on MPI: 1 chief + %d workers + %d parameter servers (%d ranks); weights digest "
+                 "%016llx\n", config.cluster.workers, config.parameter_servers, run.size,
+                 static_cast<unsigned long long>(report->weights_digest));
+  else if (mpi)
     std::fprintf(human, "multi_worker_mirrored on MPI: %d ranks x %d replicas, %s all-reduce; weights digest %016llx\n",
                  run.size, config.cluster.replicas / std::max(1, run.size),
                  std::string(AllReduceAlgorithmName(config.cluster.all_reduce)).c_str(),
@@ -459,9 +484,11 @@ int TrainCommand(const std::vector<std::string>& args) {
                  report->final_test_accuracy * 100.0f);
     if (!report->staleness.empty()) {
       const StalenessSummary staleness = SummarizeStaleness(report->staleness);
-      std::fprintf(human, "parameter_server, %d workers, %d parameter servers: %zu updates, staleness mean %.2f, max %lld; "
-                   "simulated time %.3f s\n", config.cluster.workers, config.parameter_servers, report->staleness.size(),
-                   staleness.mean, static_cast<long long>(staleness.max), report->simulated_seconds);
+      std::fprintf(human, "parameter_server, %d workers, %d parameter servers: %zu updates, staleness mean %.2f, max %lld",
+                   config.cluster.workers, config.parameter_servers, report->staleness.size(), staleness.mean,
+                   static_cast<long long>(staleness.max));
+      if (mpi) std::fprintf(human, " (measured)\n");
+      else std::fprintf(human, "; simulated time %.3f s\n", report->simulated_seconds);
     } else if (config.cluster.replicas > 1)
       std::fprintf(human, "%s, %d replicas: simulated time %.3f s, of which collectives %.3f s (%s)\n",
                    std::string(StrategyName(config.cluster.strategy)).c_str(), config.cluster.replicas,

@@ -386,6 +386,52 @@ Status MpiWorkerGroup::AllGather(std::span<const std::byte> mine, std::span<std:
                        timeout_seconds_);
 }
 
+// Point-to-point messages use one tag above the collectives' (which are below 24576).
+constexpr int kPointToPointTag = 30000;
+
+Status MpiWorkerGroup::Send(std::int32_t to, std::span<const std::byte> bytes, std::string_view what) {
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX)) return Status::Runtime(std::string(what) + ": message too large for MPI");
+  MPI_Request request;
+  const int code = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, kPointToPointTag,
+                             MPI_COMM_WORLD, &request);
+  if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, "MPI_Isend"));
+  Requests requests;
+  const std::string label(what);
+  requests.set_describe([&label](std::int64_t) { return label + ": it did not take the message"; });
+  requests.Add(request, to, 0);
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+  return requests.Wait(0, 1, deadline, [](int r) { return "rank " + std::to_string(r); }, timeout_seconds_);
+}
+
+StatusOr<WorkerGroup::Received> MpiWorkerGroup::Receive(std::int32_t from, std::string_view what) {
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+  const int source = from == kAnySender ? MPI_ANY_SOURCE : from;
+  for (long spins = 0;; ++spins) {
+    int found = 0;
+    MPI_Status status;
+    const int code = MPI_Iprobe(source, kPointToPointTag, MPI_COMM_WORLD, &found, &status);
+    if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, "MPI_Iprobe"));
+    if (found) {
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      Received received;
+      received.from = status.MPI_SOURCE;
+      received.bytes.resize(static_cast<std::size_t>(count));
+      const int recv = MPI_Recv(received.bytes.data(), count, MPI_BYTE, status.MPI_SOURCE, kPointToPointTag,
+                                MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      if (recv != MPI_SUCCESS) return Status::Runtime(MpiError(recv, "MPI_Recv"));
+      return received;
+    }
+    if (Clock::now() > deadline)
+      return Status::Runtime("timed out after " + Seconds(timeout_seconds_) + " s waiting for " +
+                             (from == kAnySender ? std::string("any rank") : "rank " + std::to_string(from)) + " (" +
+                             std::string(what) + "); raise --collective-timeout if it is only slow");
+    if (spins > 64) sched_yield();
+  }
+}
+
 template <typename T>
 Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::int32_t replicas, ReduceOp op,
                                     const CollectiveOptions& options) {

@@ -47,6 +47,8 @@ class MpiWorkerGroup final : public WorkerGroup {
                    const CollectiveOptions& options) override;
   Status AllReduce(std::span<const std::span<std::int64_t>> local, std::int32_t replicas, ReduceOp op,
                    const CollectiveOptions& options) override;
+  Status Send(std::int32_t to, std::span<const std::byte> bytes, std::string_view what) override;
+  StatusOr<Received> Receive(std::int32_t from, std::string_view what) override;
 
   /// After a successful run: every rank calls it, and the destructor finalizes MPI.
   /// A rank that stops on an error does not (MPI_Finalize would wait for peers that

@@ -1,6 +1,7 @@
 #include "sim/parameter_server.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "core/batch.h"
@@ -15,8 +16,15 @@ ParameterServerCluster::ParameterServerCluster(const Sequential<float>& model, c
 
 StatusOr<std::unique_ptr<ParameterServerCluster>> ParameterServerCluster::Create(
     const Sequential<float>& model, const ParameterServerOptions& options, std::string_view optimizer,
-    const OptimizerOptions& optimizer_options, const ParameterList<float>& initial, std::int64_t chunk_size) {
+    const OptimizerOptions& optimizer_options, const ParameterList<float>& initial, std::int64_t chunk_size,
+    WorkerGroup* group) {
   if (options.workers < 1) return Status::InvalidArgument("--workers must be at least 1 for parameter_server");
+  if (group != nullptr && group->size() != 1 + options.workers + options.parameter_servers)
+    return Status::InvalidArgument("parameter_server across MPI ranks needs 1 chief + " +
+                                   std::to_string(options.workers) + " workers + " +
+                                   std::to_string(options.parameter_servers) + " parameter servers = " +
+                                   std::to_string(1 + options.workers + options.parameter_servers) + " ranks, not " +
+                                   std::to_string(group->size()));
   if (options.parameter_servers < 1)
     return Status::InvalidArgument("--parameter-servers must be at least 1, got " +
                                    std::to_string(options.parameter_servers));
@@ -34,6 +42,7 @@ StatusOr<std::unique_ptr<ParameterServerCluster>> ParameterServerCluster::Create
     cluster->server_optimizers_.push_back(std::move(server_optimizer));
   }
   cluster->worker_accuracy_.resize(static_cast<std::size_t>(options.workers));
+  cluster->group_ = group;
   return cluster;
 }
 
@@ -69,6 +78,13 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
   if (per_worker_batches.size() != workers)
     return Status::InvalidArgument("parameter_server: " + std::to_string(per_worker_batches.size()) +
                                    " worker input streams for " + std::to_string(workers) + " workers");
+  if (group_ != nullptr) {
+    const std::int32_t rank = group_->rank();
+    if (rank == 0) return RunChief(max_updates, on_update);
+    if (rank <= options_.workers)
+      return RunWorker(data, per_worker_batches[static_cast<std::size_t>(rank - 1)], learning_rate);
+    return RunServer(rank - 1 - options_.workers);
+  }
   std::vector<WorkerState> state(workers);
   const std::int32_t servers = options_.parameter_servers;
   const std::int64_t variable_bytes = model_.num_parameter_values() * static_cast<std::int64_t>(sizeof(float));
@@ -87,10 +103,6 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     if (!per_worker_batches[w].empty()) start(w, epoch_start);
 
   ParameterList<float> grads = model_.ZeroParameters();
-  Tensor<float> images;
-  std::vector<std::int32_t> labels, predictions;
-  std::vector<float> losses, coefficients;
-  std::vector<std::int64_t> words;  // exact mode's gradient accumulators
   for (;;) {
     // The next push: the earliest finish, ties to the lower worker id.
     std::size_t w = workers;
@@ -101,24 +113,9 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     clock_ = s.finish;
 
     // The worker's gradient on its batch with the variables it pulled.
-    const auto& batch = per_worker_batches[w][s.next];
-    GatherBatch(data, batch, images, labels);
-    const auto b = static_cast<std::int64_t>(labels.size());
-    losses.assign(labels.size(), 0.0f);
-    predictions.assign(labels.size(), 0);
-    coefficients.assign(labels.size(), 0.0f);
-    AverageLossCoefficients<float>({}, b, AverageLossDenominator(b, std::nullopt, 1), 1.0f, coefficients);
-    float loss = 0.0f;
-    if (options_.math == MathMode::kExact) {
-      loss = runner_.ExactGradient(s.pulled, images, labels, coefficients, losses, predictions, words, grads);
-    } else {
-      const BatchSegment segment{&s.pulled, 0, b, &grads, nullptr};
-      runner_.Run(images, labels, coefficients, losses, predictions, std::span(&segment, 1));
-      model_.AddRegularizationGradient(s.pulled, 1.0f, grads);
-      loss = ComputeAverageLoss<float>(losses, {}, AverageLossDenominator(b, std::nullopt, 1)) +
-             model_.RegularizationLoss(s.pulled);
-    }
-    worker_accuracy_[w].UpdateState(labels, predictions);
+    const float loss = WorkerGradient(data, per_worker_batches[w][s.next], s.pulled, grads);
+    const auto b = static_cast<std::int64_t>(labels_.size());
+    worker_accuracy_[w].UpdateState(labels_, predictions_);
 
     // Push: each parameter server applies the gradients of its variables.
     log_.Begin("ps/push", version_ + 1, static_cast<std::int32_t>(workers) + servers, variable_bytes);
@@ -151,6 +148,257 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     s.busy = false;
     if (max_updates >= 0 && version_ >= max_updates) return Status::Ok();
     if (++s.next < per_worker_batches[w].size()) start(w, clock_);
+  }
+}
+
+float ParameterServerCluster::WorkerGradient(const ImageDataset& data, const std::vector<std::int64_t>& batch,
+                                             const ParameterList<float>& params, ParameterList<float>& grads) {
+  GatherBatch(data, batch, images_, labels_);
+  const auto b = static_cast<std::int64_t>(labels_.size());
+  losses_.assign(labels_.size(), 0.0f);
+  predictions_.assign(labels_.size(), 0);
+  coefficients_.assign(labels_.size(), 0.0f);
+  AverageLossCoefficients<float>({}, b, AverageLossDenominator(b, std::nullopt, 1), 1.0f, coefficients_);
+  if (options_.math == MathMode::kExact)
+    return runner_.ExactGradient(params, images_, labels_, coefficients_, losses_, predictions_, words_, grads);
+  const BatchSegment segment{&params, 0, b, &grads, nullptr};
+  runner_.Run(images_, labels_, coefficients_, losses_, predictions_, std::span(&segment, 1));
+  model_.AddRegularizationGradient(params, 1.0f, grads);
+  return ComputeAverageLoss<float>(losses_, {}, AverageLossDenominator(b, std::nullopt, 1)) +
+         model_.RegularizationLoss(params);
+}
+
+// The protocol across ranks: each message is a kind, then its fields in order.
+namespace {
+
+enum class PsMessage : std::int32_t {
+  kPull = 1,     // worker -> server: {}
+  kVariables,    // server -> worker: {version, values of the shard}
+  kPush,         // worker -> server: {pulled version, learning rate, gradient of the shard}
+  kApplied,      // server -> worker: {version before this update}
+  kReport,       // worker -> chief: {loss, examples, staleness, labels, predictions}
+  kGoOn,         // chief -> worker: {1 go on, 0 stop}
+  kEpochDone,    // worker -> chief: {}
+  kEndEpoch,     // chief -> server: {}
+  kShard,        // server -> chief: {version, values, optimizer slots, iterations}
+  kEpochClosed,  // chief -> worker and server: {updates so far}
+};
+
+class Writer {
+ public:
+  explicit Writer(PsMessage kind) { Put(static_cast<std::int32_t>(kind)); }
+  template <typename T>
+  Writer& Put(const T& value) {
+    const auto* p = reinterpret_cast<const std::byte*>(&value);
+    bytes_.insert(bytes_.end(), p, p + sizeof(T));
+    return *this;
+  }
+  template <typename T>
+  Writer& PutAll(std::span<const T> values) {
+    const auto* p = reinterpret_cast<const std::byte*>(values.data());
+    bytes_.insert(bytes_.end(), p, p + values.size_bytes());
+    return *this;
+  }
+  std::span<const std::byte> bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::vector<std::byte>& bytes) : bytes_(bytes) {}
+  template <typename T>
+  T Get() {
+    T value{};
+    if (at_ + sizeof(T) <= bytes_.size()) std::memcpy(&value, bytes_.data() + at_, sizeof(T));
+    else short_ = true;
+    at_ += sizeof(T);
+    return value;
+  }
+  template <typename T>
+  void GetAll(std::span<T> out) {
+    if (at_ + out.size_bytes() <= bytes_.size()) std::memcpy(out.data(), bytes_.data() + at_, out.size_bytes());
+    else short_ = true;
+    at_ += out.size_bytes();
+  }
+  PsMessage Kind() { return static_cast<PsMessage>(Get<std::int32_t>()); }
+  bool ok() const { return !short_; }
+
+ private:
+  const std::vector<std::byte>& bytes_;
+  std::size_t at_ = 0;
+  bool short_ = false;
+};
+
+Status Unexpected(const char* who, PsMessage got, std::int32_t from) {
+  return Status::Runtime(std::string("parameter_server protocol: ") + who + " got message kind " +
+                         std::to_string(static_cast<int>(got)) + " from rank " + std::to_string(from) +
+                         "; this is a bug in dtlab, please report it");
+}
+
+Status Short(const char* what, std::int32_t from) {
+  return Status::Runtime(std::string("parameter_server protocol: a short ") + what + " from rank " +
+                         std::to_string(from) + "; this is a bug in dtlab, please report it");
+}
+
+std::span<const float> Values(const Tensor<float>& t) { return {t.data(), static_cast<std::size_t>(t.size())}; }
+
+}  // namespace
+
+Status ParameterServerCluster::RunChief(std::int64_t max_updates,
+                                        const std::function<void(const ParameterServerUpdate&)>& on_update) {
+  std::int32_t done = 0;
+  bool stopped = max_updates >= 0 && version_ >= max_updates;
+  while (done < options_.workers) {
+    DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received message,
+                           group_->Receive(WorkerGroup::kAnySender, "the chief waiting for the workers' reports"));
+    Reader in(message.bytes);
+    const PsMessage kind = in.Kind();
+    const std::int32_t worker = message.from - 1;
+    if (kind == PsMessage::kEpochDone) {
+      ++done;
+      continue;
+    }
+    if (kind != PsMessage::kReport || worker < 0 || worker >= options_.workers)
+      return Unexpected("the chief", kind, message.from);
+    ParameterServerUpdate update;
+    update.worker = worker;
+    update.loss = in.Get<float>();
+    update.examples = in.Get<std::int64_t>();
+    update.staleness = in.Get<std::int64_t>();
+    if (!in.ok() || update.examples < 0 || update.examples > (std::int64_t{1} << 30)) return Short("report", message.from);
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(update.examples)), predictions(labels.size());
+    in.GetAll(std::span(labels));
+    in.GetAll(std::span(predictions));
+    if (!in.ok()) return Short("report", message.from);
+    worker_accuracy_[static_cast<std::size_t>(worker)].UpdateState(labels, predictions);
+    update.update = ++version_;
+    update.pulled_version = update.update - 1 - update.staleness;
+    updates_.push_back(update);
+    on_update(update);
+    if (max_updates >= 0 && version_ >= max_updates) stopped = true;
+    DTLAB_RETURN_IF_ERROR(
+        group_->Send(message.from, Writer(PsMessage::kGoOn).Put<std::int32_t>(stopped ? 0 : 1).bytes(), "go on"));
+  }
+  // Every worker is done: the servers hand over their shards (for evaluation and
+  // checkpoints), then everyone may start the next epoch.
+  for (std::int32_t p = 0; p < options_.parameter_servers; ++p) {
+    DTLAB_RETURN_IF_ERROR(group_->Send(ServerRank(p), Writer(PsMessage::kEndEpoch).bytes(), "end of epoch"));
+    DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received message,
+                           group_->Receive(ServerRank(p), "the chief waiting for a parameter server's shard"));
+    Reader in(message.bytes);
+    if (const PsMessage kind = in.Kind(); kind != PsMessage::kShard) return Unexpected("the chief", kind, message.from);
+    in.Get<std::int64_t>();  // the server's version
+    const auto& owned = server_variables_[static_cast<std::size_t>(p)];
+    Optimizer& optimizer = *server_optimizers_[static_cast<std::size_t>(p)];
+    for (const std::size_t i : owned) in.GetAll(variables_[i].span());
+    for (std::size_t s = 0; s < optimizer.SlotNames().size(); ++s)
+      for (std::size_t k = 0; k < owned.size(); ++k) in.GetAll(optimizer.slot(s, k).span());
+    optimizer.set_iterations(in.Get<std::int64_t>());
+    if (!in.ok()) return Short("shard", message.from);
+  }
+  for (std::int32_t r = 1; r < group_->size(); ++r)
+    DTLAB_RETURN_IF_ERROR(
+        group_->Send(r, Writer(PsMessage::kEpochClosed).Put<std::int64_t>(version_).bytes(), "the end of the epoch"));
+  return Status::Ok();
+}
+
+Status ParameterServerCluster::RunWorker(const ImageDataset& data, const std::vector<std::vector<std::int64_t>>& batches,
+                                         float learning_rate) {
+  const std::int32_t servers = options_.parameter_servers;
+  std::vector<std::int64_t> pulled_versions(static_cast<std::size_t>(servers));
+  ParameterList<float> grads = model_.ZeroParameters();
+  for (const auto& batch : batches) {
+    // Pull every shard.
+    for (std::int32_t p = 0; p < servers; ++p)
+      DTLAB_RETURN_IF_ERROR(group_->Send(ServerRank(p), Writer(PsMessage::kPull).bytes(), "pull"));
+    for (std::int32_t p = 0; p < servers; ++p) {
+      DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received message,
+                             group_->Receive(ServerRank(p), "a worker pulling the variables"));
+      Reader in(message.bytes);
+      if (const PsMessage kind = in.Kind(); kind != PsMessage::kVariables)
+        return Unexpected("a worker", kind, message.from);
+      pulled_versions[static_cast<std::size_t>(p)] = in.Get<std::int64_t>();
+      for (const std::size_t i : server_variables_[static_cast<std::size_t>(p)]) in.GetAll(variables_[i].span());
+      if (!in.ok()) return Short("variables message", message.from);
+    }
+    const float loss = WorkerGradient(data, batch, variables_, grads);
+    // Push each shard's gradient; its server applies it on arrival.
+    for (std::int32_t p = 0; p < servers; ++p) {
+      Writer out(PsMessage::kPush);
+      out.Put<std::int64_t>(pulled_versions[static_cast<std::size_t>(p)]).Put<float>(learning_rate);
+      for (const std::size_t i : server_variables_[static_cast<std::size_t>(p)]) out.PutAll(Values(grads[i]));
+      DTLAB_RETURN_IF_ERROR(group_->Send(ServerRank(p), out.bytes(), "push"));
+    }
+    std::int64_t staleness = 0;  // updates applied between this pull and this push (the largest over servers)
+    for (std::int32_t p = 0; p < servers; ++p) {
+      DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received message,
+                             group_->Receive(ServerRank(p), "a worker waiting for its update to be applied"));
+      Reader in(message.bytes);
+      if (const PsMessage kind = in.Kind(); kind != PsMessage::kApplied) return Unexpected("a worker", kind, message.from);
+      staleness = std::max(staleness, in.Get<std::int64_t>() - pulled_versions[static_cast<std::size_t>(p)]);
+    }
+    Writer report(PsMessage::kReport);
+    report.Put<float>(loss).Put<std::int64_t>(static_cast<std::int64_t>(labels_.size())).Put<std::int64_t>(staleness);
+    report.PutAll(std::span<const std::int32_t>(labels_)).PutAll(std::span<const std::int32_t>(predictions_));
+    DTLAB_RETURN_IF_ERROR(group_->Send(0, report.bytes(), "report"));
+    DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received go_on, group_->Receive(0, "a worker waiting for the chief"));
+    Reader in(go_on.bytes);
+    if (const PsMessage kind = in.Kind(); kind != PsMessage::kGoOn) return Unexpected("a worker", kind, go_on.from);
+    if (in.Get<std::int32_t>() == 0) break;  // the chief has counted enough updates (--steps)
+  }
+  DTLAB_RETURN_IF_ERROR(group_->Send(0, Writer(PsMessage::kEpochDone).bytes(), "epoch done"));
+  DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received closed, group_->Receive(0, "a worker waiting for the end of the epoch"));
+  Reader in(closed.bytes);
+  if (const PsMessage kind = in.Kind(); kind != PsMessage::kEpochClosed) return Unexpected("a worker", kind, closed.from);
+  version_ = in.Get<std::int64_t>();
+  return Status::Ok();
+}
+
+Status ParameterServerCluster::RunServer(std::int32_t server) {
+  const auto& owned = server_variables_[static_cast<std::size_t>(server)];
+  Optimizer& optimizer = *server_optimizers_[static_cast<std::size_t>(server)];
+  ParameterList<float> shard, shard_grads;
+  for (const std::size_t i : owned) {
+    shard.push_back(variables_[i]);
+    shard_grads.push_back(variables_[i]);
+  }
+  std::int64_t version = optimizer.iterations();  // updates this server has applied
+  for (;;) {
+    DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received message,
+                           group_->Receive(WorkerGroup::kAnySender, "a parameter server waiting for requests"));
+    Reader in(message.bytes);
+    const PsMessage kind = in.Kind();
+    if (kind == PsMessage::kPull) {
+      Writer out(PsMessage::kVariables);
+      out.Put<std::int64_t>(version);
+      for (const auto& v : shard) out.PutAll(Values(v));
+      DTLAB_RETURN_IF_ERROR(group_->Send(message.from, out.bytes(), "the variables"));
+    } else if (kind == PsMessage::kPush) {
+      in.Get<std::int64_t>();  // the version the worker pulled
+      const float learning_rate = in.Get<float>();
+      for (auto& g : shard_grads) in.GetAll(g.span());
+      if (!in.ok()) return Short("push", message.from);
+      optimizer.Apply(shard, shard_grads, learning_rate);
+      DTLAB_RETURN_IF_ERROR(
+          group_->Send(message.from, Writer(PsMessage::kApplied).Put<std::int64_t>(version).bytes(), "applied"));
+      ++version;
+    } else if (kind == PsMessage::kEndEpoch) {
+      Writer out(PsMessage::kShard);
+      out.Put<std::int64_t>(version);
+      for (const auto& v : shard) out.PutAll(Values(v));
+      for (std::size_t s = 0; s < optimizer.SlotNames().size(); ++s)
+        for (std::size_t k = 0; k < owned.size(); ++k) out.PutAll(Values(optimizer.slot(s, k)));
+      out.Put<std::int64_t>(optimizer.iterations());
+      DTLAB_RETURN_IF_ERROR(group_->Send(0, out.bytes(), "the shard"));
+      for (std::size_t k = 0; k < owned.size(); ++k) variables_[owned[k]] = shard[k];
+    } else if (kind == PsMessage::kEpochClosed) {
+      version_ = in.Get<std::int64_t>();
+      return Status::Ok();
+    } else {
+      return Unexpected("a parameter server", kind, message.from);
+    }
   }
 }
 

@@ -16,6 +16,16 @@
 // Every update records its staleness: how many other updates the parameter servers
 // applied between the worker's pull and its push.
 //
+// Across MPI ranks (a WorkerGroup, docs/mpi.md) the same strategy runs for real:
+// rank 0 is the chief (the coordinator: it counts and reports the updates and, at
+// the end of an epoch, gathers the variables and optimizer slots for evaluation
+// and checkpoints), ranks 1..W are the workers, and ranks W+1..W+P the parameter
+// servers, each owning its round-robin shard of the variables and its optimizer.
+// A worker pulls every shard, computes its batch's gradient, pushes each shard's
+// part to its server, which applies it at once, and reports to the chief; workers
+// never wait for each other, so the interleaving (and the staleness) is whatever
+// the machines make it: such runs are not reproducible bit for bit.
+//
 // Thread safety: not thread-safe; one caller drives it.
 #pragma once
 
@@ -34,6 +44,7 @@
 #include "sim/message_log.h"
 #include "sim/topology.h"
 #include "sim/training_engine.h"
+#include "sim/worker_group.h"
 
 namespace dtlab {
 
@@ -67,12 +78,15 @@ class ParameterServerCluster final : public TrainingEngine {
                                                                   std::string_view optimizer,
                                                                   const OptimizerOptions& optimizer_options,
                                                                   const ParameterList<float>& initial,
-                                                                  std::int64_t chunk_size);
+                                                                  std::int64_t chunk_size,
+                                                                  WorkerGroup* group = nullptr);
 
   /// Runs one epoch: worker w trains on per_worker_batches[w] in order. Calls
   /// `on_update` after every applied update; stops early (workers' unpushed work is
   /// dropped) once version() reaches `max_updates`, the total count of updates
-  /// including those before a restore (< 0: no limit).
+  /// including those before a restore (< 0: no limit). Across MPI ranks every rank
+  /// calls it; `on_update` is called on the chief only, in the order the reports
+  /// arrive, and in-flight steps of other workers still finish after the limit.
   Status RunEpoch(const ImageDataset& data, const std::vector<std::vector<std::vector<std::int64_t>>>& per_worker_batches,
                   std::int64_t epoch, float learning_rate, std::int64_t max_updates,
                   const std::function<void(const ParameterServerUpdate&)>& on_update);
@@ -92,6 +106,15 @@ class ParameterServerCluster final : public TrainingEngine {
  private:
   ParameterServerCluster(const Sequential<float>& model, const ParameterServerOptions& options, std::int64_t chunk_size);
   double StepSeconds(std::int32_t worker, std::int64_t examples, std::int64_t epoch, std::int64_t batch) const;
+  // A worker's step on `batch` with the variables `params`: its gradient into
+  // grads, labels_ and predictions_ filled; returns the loss.
+  float WorkerGradient(const ImageDataset& data, const std::vector<std::int64_t>& batch,
+                       const ParameterList<float>& params, ParameterList<float>& grads);
+  // RunEpoch across MPI ranks, by role.
+  Status RunChief(std::int64_t max_updates, const std::function<void(const ParameterServerUpdate&)>& on_update);
+  Status RunWorker(const ImageDataset& data, const std::vector<std::vector<std::int64_t>>& batches, float learning_rate);
+  Status RunServer(std::int32_t server);
+  std::int32_t ServerRank(std::int32_t server) const { return 1 + options_.workers + server; }
 
   const Sequential<float>& model_;
   ParameterServerOptions options_;
@@ -104,6 +127,12 @@ class ParameterServerCluster final : public TrainingEngine {
   double clock_ = 0;
   std::vector<ParameterServerUpdate> updates_;
   MessageLog log_;
+  WorkerGroup* group_ = nullptr;  // across MPI ranks; not owned
+  // Step buffers.
+  Tensor<float> images_;
+  std::vector<std::int32_t> labels_, predictions_;
+  std::vector<float> losses_, coefficients_;
+  std::vector<std::int64_t> words_;
 };
 
 }  // namespace dtlab

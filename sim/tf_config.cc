@@ -462,6 +462,30 @@ Status CheckTfConfigAgainstWorld(const TfConfig& config, int world_size, int wor
   return Status::Ok();
 }
 
+Status CheckParameterServerTfConfigAgainstWorld(const TfConfig& config, int world_size, int world_rank) {
+  const int trainers = config.NumWorkers(), ps = config.NumTasks("ps");
+  if (config.NumTasks("chief") == 0)
+    return Invalid("parameter_server needs a chief task in TF_CONFIG: the coordinator, which runs as rank 0");
+  if (ps == 0) return Invalid("parameter_server needs at least one ps task in TF_CONFIG");
+  if (world_size != trainers + ps)
+    return Invalid(Cat("the world has ", Count(world_size, "process", "processes"), " but TF_CONFIG has ",
+                       Num(trainers + ps), " ranks for parameter_server (", TrainingBreakdown(config), " + ",
+                       Count(ps, "ps task"), "); start ", Num(trainers + ps), " processes (mpirun -np ",
+                       Num(trainers + ps), ")"));
+  if (config.task_type == "ps") {
+    const int rank = trainers + config.task_index;
+    if (rank != world_rank)
+      return Invalid(Cat("this process is rank ", Num(world_rank), ", but TF_CONFIG's task ", config.TaskName(),
+                         " is rank ", Num(rank), " (the chief, the workers, then the ps tasks by index)"));
+    return Status::Ok();
+  }
+  if (world_rank >= trainers)
+    return Invalid(Cat("this process is rank ", Num(world_rank), ", a parameter server's rank, but TF_CONFIG's task is ",
+                       config.TaskName(), "; give it the task {\"type\": \"ps\", \"index\": ",
+                       Num(world_rank - trainers), "}"));
+  return CheckTfConfigAgainstWorld(config, trainers, world_rank);
+}
+
 std::string DescribeTfConfig(const TfConfig& config) {
   const std::vector<TfTask> tasks = config.Tasks();
   const int ps = config.NumTasks("ps");

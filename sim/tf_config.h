@@ -114,6 +114,13 @@ StatusOr<TfConfig> ParseTfConfig(std::string_view json);
 /// and what to change.
 Status CheckTfConfigAgainstWorld(const TfConfig& config, int world_size, int world_rank);
 
+/// The same for a parameter-server run (ParameterServerStrategy across MPI ranks,
+/// docs/mpi.md): the chief (the coordinator) is rank 0, the workers follow, then
+/// the ps tasks; world_size must equal chief + workers + ps. InvalidArgument
+/// without a chief job (ParameterServerStrategy's coordinator) or when this task
+/// is not at world_rank.
+Status CheckParameterServerTfConfigAgainstWorld(const TfConfig& config, int world_size, int world_rank);
+
 /// A human-readable account of the config, used by `dtlab cluster`: a summary
 /// line, a table of the tasks (rank, task, address, role; this task marked), which
 /// task is the chief and why, this task's rank, rpc_layer and the ignored keys.

@@ -332,7 +332,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     options.link = config.link;
     options.math = config.cluster.math;
     DTLAB_ASSIGN_OR_RETURN(auto made, ParameterServerCluster::Create(*model, options, config.optimizer,
-                                                                     optimizer_options, state.params, config.chunk_size));
+                                                                     optimizer_options, state.params, config.chunk_size,
+                                                                     group));
     servers = made.get();
     engine = std::move(made);
   } else {
@@ -439,6 +440,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
             per_worker[w].push_back(step[w]);
             ++updates_in_epoch;
           }
+      const std::int64_t step_before = state.step;
       DTLAB_RETURN_IF_ERROR(servers->RunEpoch(
           train, per_worker, state.epoch, learning_rate, config.max_steps,
           [&](const ParameterServerUpdate& u) {
@@ -451,12 +453,18 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
             observer->OnStep(steps_this_epoch, updates_in_epoch, state.train_loss_total / state.train_batches,
                              servers->MergedAccuracy().Result());
           }));
+      if (group != nullptr) {  // across ranks, only the chief saw the updates: every rank now knows their count
+        state.step = servers->version();
+        steps_this_epoch = state.step - step_before;
+      }
       report.collective_bytes += servers->message_log().TotalBytes();
       servers->message_log().Clear();
       if (!std::isfinite(state.train_loss_total))
         return Status::Runtime("the loss became non-finite in epoch " + std::to_string(state.epoch + 1) +
                                "; try a smaller --lr");
-      if (config.max_steps >= 0 && state.step >= config.max_steps && steps_this_epoch < updates_in_epoch) stop = true;
+      if (config.max_steps >= 0 && state.step >= config.max_steps &&
+          (steps_this_epoch < updates_in_epoch || group != nullptr))
+        stop = true;
       state.step_in_epoch = steps_in_epoch;
     }
     for (; !async && state.step_in_epoch < steps_in_epoch; ++state.step_in_epoch) {
@@ -550,7 +558,10 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
                              "; this is a bug in dtlab, please report it");
 
     observer->OnEvaluating();
-    const TestMetrics test = EvaluateTestSet(evaluator, engine->variables(), data.test, global_batch, config.cluster.math);
+    // Across MPI ranks only the chief reports, so only it evaluates.
+    const TestMetrics test = chief ? EvaluateTestSet(evaluator, engine->variables(), data.test, global_batch,
+                                                     config.cluster.math)
+                                   : TestMetrics{};
     EpochReport epoch_report;
     epoch_report.epoch = state.epoch + 1;
     epoch_report.learning_rate = learning_rate;

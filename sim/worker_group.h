@@ -46,6 +46,19 @@ class WorkerGroup {
   virtual Status AllReduce(std::span<const std::span<std::int64_t>> local, std::int32_t replicas, ReduceOp op,
                            const CollectiveOptions& options) = 0;
 
+  /// Point-to-point, for the asynchronous parameter-server protocol: sends `bytes`
+  /// to worker `to`; returns once it is on its way (Runtime after the timeout).
+  virtual Status Send(std::int32_t to, std::span<const std::byte> bytes, std::string_view what) = 0;
+  /// A message sent with Send: its sender and bytes.
+  struct Received {
+    std::int32_t from = -1;
+    std::vector<std::byte> bytes;
+  };
+  /// Receives the next message from worker `from` (kAnySender: from anyone);
+  /// Runtime naming `what` if none comes within the timeout.
+  static constexpr std::int32_t kAnySender = -1;
+  virtual StatusOr<Received> Receive(std::int32_t from, std::string_view what) = 0;
+
   /// AllGather of trivially copyable values: worker w contributes counts[w] values.
   template <typename T>
   Status AllGatherValues(std::span<const T> mine, std::span<T> all, std::span<const std::size_t> counts,

@@ -57,3 +57,17 @@ finish() {
   [ "$FAILURES" = 0 ]
   exit $?
 }
+
+# mpi_workers JOB_PID [RANK]: the dtlab worker processes of one mpirun job (each
+# rank is a dtlab supervisor, a child of mpirun, whose child is the worker;
+# cli/mpi_launch.h), optionally only rank RANK's. JOB_PID is mpirun's, or that of a
+# background shell function that runs it. Only this job's: tests run side by side.
+mpi_workers() {
+  local job=$1 rank=${2:-} supervisor worker
+  for supervisor in $(for p in "$job" $(pgrep -P "$job"); do pgrep -P "$p" -x dtlab; done); do
+    if [ -n "$rank" ] && ! tr '\0' '\n' <"/proc/$supervisor/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then
+      continue
+    fi
+    for worker in $(pgrep -P "$supervisor" -x dtlab); do echo "$worker"; done
+  done
+}

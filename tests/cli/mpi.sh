@@ -116,7 +116,7 @@ expect_exit 2 other_args -- "${MPIRUN[@]}" -np 1 "$DTLAB" train --strategy multi
   -np 1 "$DTLAB" train --strategy multi_worker_mirrored "${COMMON[@]}" --seed 2
 expect_contains other_args err "rank 1 was started with other arguments than rank 0"
 expect_exit 2 not_multi_worker -- "${MPIRUN[@]}" -np 2 "$DTLAB" train --strategy mirrored "${COMMON[@]}"
-expect_contains not_multi_worker err "with --strategy multi_worker_mirrored; got --strategy mirrored"
+expect_contains not_multi_worker err "with --strategy multi_worker_mirrored (or parameter_server); got --strategy mirrored"
 expect_exit 2 drop_under_mpi -- mpi 2 "${COMMON[@]}" --inject-fault drop:replica=0,step=1
 expect_contains drop_under_mpi err "under MPI the messages are real"
 expect_exit 2 rpw_without_mpi -- "$DTLAB" train --replicas-per-worker 2 "${COMMON[@]}"

@@ -74,12 +74,7 @@ for i in 1 2 3; do
   job=$!
   for _ in $(seq 1 200); do [ -f "$WORK/$name/ckpt/checkpoint" ] && break; sleep 0.05; done
   sleep "0.$((RANDOM % 3))$((RANDOM % 10))"
-  # Workers are dtlab processes whose parent is a dtlab process (their supervisor).
-  victims=()
-  for pid in $(pgrep -x dtlab); do
-    parent=$(ps -o ppid= -p "$pid" | tr -d ' ')
-    [ "$(ps -o comm= -p "$parent" 2>/dev/null)" = dtlab ] && victims+=("$pid")
-  done
+  mapfile -t victims < <(mpi_workers "$job")
   CHECKS=$((CHECKS + 1))
   if [ "${#victims[@]}" = 0 ]; then
     fail "$name: no running worker to kill (the run ended first?)"
