@@ -193,6 +193,7 @@ struct MpiRun {
 #endif
 };
 
+#ifdef DTLAB_WITH_MPI
 // FNV-1a of the arguments: every rank must be started with the same ones.
 std::uint64_t ArgumentsDigest(const std::vector<std::string>& args) {
   std::uint64_t digest = 14695981039346656037ull;
@@ -201,7 +202,6 @@ std::uint64_t ArgumentsDigest(const std::vector<std::string>& args) {
   return digest;
 }
 
-#ifdef DTLAB_WITH_MPI
 Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
 
 // Joins the MPI world and fits the config to it: W ranks are W workers of

@@ -340,5 +340,33 @@ TEST(TfConfigTest, DescriptionTable) {
   EXPECT_NE(no_chief.find("rpc_layer: not set"), std::string::npos);
 }
 
+
+// ParameterServerStrategy across MPI ranks: chief (rank 0), workers, then ps tasks.
+TEST(TfConfigTest, ParameterServerWorldMapsPsTasksAfterTheTrainers) {
+  const std::string cluster = R"({"chief": ["c:1"], "worker": ["a:1", "b:1"], "ps": ["p:1", "q:1"]})";
+  EXPECT_TRUE(CheckParameterServerTfConfigAgainstWorld(Parse(Config(cluster, "chief", 0)), 5, 0).ok());
+  EXPECT_TRUE(CheckParameterServerTfConfigAgainstWorld(Parse(Config(cluster, "worker", 1)), 5, 2).ok());
+  EXPECT_TRUE(CheckParameterServerTfConfigAgainstWorld(Parse(Config(cluster, "ps", 0)), 5, 3).ok());
+  EXPECT_TRUE(CheckParameterServerTfConfigAgainstWorld(Parse(Config(cluster, "ps", 1)), 5, 4).ok());
+  EXPECT_EQ(CheckParameterServerTfConfigAgainstWorld(Parse(Config(cluster, "ps", 1)), 5, 3).message(),
+            "this process is rank 3, but TF_CONFIG's task ps 1 is rank 4 (the chief, the workers, then the ps tasks "
+            "by index)");
+  EXPECT_EQ(CheckParameterServerTfConfigAgainstWorld(Parse(Config(cluster, "worker", 0)), 5, 4).message(),
+            R"(this process is rank 4, a parameter server's rank, but TF_CONFIG's task is worker 0; give it the task )"
+            R"({"type": "ps", "index": 1})");
+  EXPECT_EQ(CheckParameterServerTfConfigAgainstWorld(Parse(Config(cluster, "chief", 0)), 4, 0).message(),
+            "the world has 4 processes but TF_CONFIG has 5 ranks for parameter_server (1 chief + 2 workers + 2 ps "
+            "tasks); start 5 processes (mpirun -np 5)");
+}
+
+TEST(TfConfigTest, ParameterServerWorldNeedsAChiefAndAPsTask) {
+  const TfConfig no_chief = Parse(Config(R"({"worker": ["a:1", "b:1"], "ps": ["p:1"]})", "worker", 0));
+  EXPECT_EQ(CheckParameterServerTfConfigAgainstWorld(no_chief, 3, 0).message(),
+            "parameter_server needs a chief task in TF_CONFIG: the coordinator, which runs as rank 0");
+  const TfConfig no_ps = Parse(Config(R"({"chief": ["c:1"], "worker": ["a:1"]})", "worker", 0));
+  EXPECT_EQ(CheckParameterServerTfConfigAgainstWorld(no_ps, 2, 1).message(),
+            "parameter_server needs at least one ps task in TF_CONFIG");
+}
+
 }  // namespace
 }  // namespace dtlab
