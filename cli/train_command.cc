@@ -364,9 +364,13 @@ int TrainCommand(const std::vector<std::string>& args) {
   po::variables_map values;
   const int parsed = ParseOptions(
       "train", "[options]",
-      "Trains a model on one device as the tf.distribute custom-training tutorial does: loss =\n"
+      "Trains a model as the tf.distribute custom-training tutorial does: loss =\n"
       "compute_average_loss(per-example cross-entropy, global batch) + scaled L2 regularization,\n"
-      "then prints 'Epoch N, Loss, Accuracy, Test Loss, Test Accuracy' per epoch.\n\n" + ModelList(),
+      "then prints 'Epoch N, Loss, Accuracy, Test Loss, Test Accuracy' per epoch. On one device,\n"
+      "on --replicas simulated replicas (--strategy), or on several processes and machines:\n"
+      "  mpirun -np W dtlab train --strategy multi_worker_mirrored --replicas-per-worker R\n"
+      "  mpirun -np 1+W+P dtlab train --strategy parameter_server --parameter-servers P\n"
+      "(docs/mpi.md).\n\n" + ModelList(),
       options, args, values);
   if (parsed >= 0) return parsed;
   // Under mpirun each rank supervises a worker process (cli/mpi_launch.h): fork

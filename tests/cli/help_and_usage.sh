@@ -7,6 +7,8 @@ expect_contains help out "eval"
 expect_exit 0 train_help -- "$DTLAB" train --help
 expect_contains train_help out "--batch-per-replica"
 expect_contains train_help out "seed-cnn"
+expect_contains train_help out "mpirun -np W dtlab train --strategy multi_worker_mirrored --replicas-per-worker R"
+expect_contains train_help out "--backup-dir"
 expect_exit 0 eval_help -- "$DTLAB" eval --help
 expect_contains eval_help out "--checkpoint-dir"
 expect_contains help out "dtlab run flagship"
