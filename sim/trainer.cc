@@ -190,8 +190,11 @@ Status TrainConfig::Validate() const {
     return Status::InvalidArgument("--backup-every must be positive, got " + std::to_string(backup_every));
   if (!backup_dir.empty() && cluster.strategy == StrategyKind::kParameterServer && backup_every > 0)
     return Status::InvalidArgument("parameter_server backs up at the end of epochs only; drop --backup-every");
-  if (!backup_dir.empty() && !checkpoint_dir.empty() &&
-      std::filesystem::weakly_canonical(backup_dir) == std::filesystem::weakly_canonical(checkpoint_dir))
+  auto canonical = [](const std::string& directory) {  // "dir/" and "dir" are one directory
+    std::filesystem::path path = std::filesystem::weakly_canonical(directory);
+    return path.has_filename() ? path : path.parent_path();
+  };
+  if (!backup_dir.empty() && !checkpoint_dir.empty() && canonical(backup_dir) == canonical(checkpoint_dir))
     return Status::InvalidArgument("--backup-dir and --checkpoint-dir are the same directory (" + backup_dir +
                                    "); the backup is deleted when training ends, so give it its own directory");
   if (max_to_keep < 0)
