@@ -39,6 +39,71 @@ std::string Seconds(double seconds) {
   return text;
 }
 
+// Liveness probes. A rank that times out asks every other rank whether it is
+// there; every rank answers probes whenever it polls (in every wait below), so the
+// ranks that do not answer within a short grace period are the ones that stopped.
+// This tells a stalled rank from one that is only waiting for it in turn.
+constexpr int kProbeTag = 31000, kAnswerTag = 31001;
+int world_rank = 0, world_size = 1;  // this process's, set by MpiWorkerGroup::Create
+
+void AnswerProbes() {
+  for (;;) {
+    int found = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kProbeTag, MPI_COMM_WORLD, &found, &status) != MPI_SUCCESS || !found) return;
+    int asker = 0;
+    MPI_Recv(&asker, 1, MPI_INT, status.MPI_SOURCE, kProbeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Request request;
+    if (MPI_Isend(&world_rank, 1, MPI_INT, status.MPI_SOURCE, kAnswerTag, MPI_COMM_WORLD, &request) == MPI_SUCCESS)
+      MPI_Request_free(&request);
+  }
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+  return text;
+}
+
+// After a timeout waiting for `waited_for`: probes every other rank for up to
+// `grace` seconds and says which ones did not answer.
+std::string ProbeOthers(int waited_for, double grace) {
+  for (int r = 0; r < world_size; ++r) {
+    if (r == world_rank) continue;
+    MPI_Request request;
+    if (MPI_Isend(&world_rank, 1, MPI_INT, r, kProbeTag, MPI_COMM_WORLD, &request) == MPI_SUCCESS)
+      MPI_Request_free(&request);
+  }
+  std::vector<char> answered(static_cast<std::size_t>(world_size), 0);
+  answered[static_cast<std::size_t>(world_rank)] = 1;
+  int answers = 1;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
+  while (answers < world_size && Clock::now() < deadline) {
+    AnswerProbes();
+    int found = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, MPI_COMM_WORLD, &found, &status) == MPI_SUCCESS && found) {
+      int who = 0;
+      MPI_Recv(&who, 1, MPI_INT, status.MPI_SOURCE, kAnswerTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      if (!answered[static_cast<std::size_t>(status.MPI_SOURCE)]) answered[static_cast<std::size_t>(status.MPI_SOURCE)] = 1, ++answers;
+    } else {
+      sched_yield();
+    }
+  }
+  std::vector<int> silent;
+  for (int r = 0; r < world_size; ++r)
+    if (!answered[static_cast<std::size_t>(r)]) silent.push_back(r);
+  const std::string probe = "a probe within " + Seconds(grace) + " s";
+  if (silent.empty())
+    return "every other rank answered " + probe + ", so rank " + std::to_string(waited_for) +
+           " is alive but slow, or waiting itself";
+  const bool waited_silent = std::find(silent.begin(), silent.end(), waited_for) != silent.end();
+  return RankList(silent) + " did not answer " + probe + ": " +
+         (silent.size() == 1 ? "it" : "they") + " stopped responding" +
+         (waited_silent ? "" : " (rank " + std::to_string(waited_for) + " answered: it was waiting too)");
+}
+
 // Requests in flight, each with the rank it waits for and a description of the
 // message for errors. Wait polls them until done or the deadline.
 class Requests {
@@ -69,11 +134,15 @@ class Requests {
           if (requests_[i] != MPI_REQUEST_NULL) MPI_Test(&requests_[i], &complete, MPI_STATUS_IGNORE);
           if (requests_[i] == MPI_REQUEST_NULL || complete) continue;
           return Status::Runtime("timed out after " + Seconds(timeout_seconds) + " s waiting for " +
-                                 describe_peer(peers_[i]) + ", which stopped responding (" + describe_(what_[i]) +
-                                 "); raise --collective-timeout if it is only slow");
+                                 describe_peer(peers_[i]) + " (" + describe_(what_[i]) + "); " +
+                                 ProbeOthers(peers_[i], std::min(1.0, timeout_seconds)) +
+                                 "; raise --collective-timeout if it is only slow");
         }
       }
-      if (spins > 64) sched_yield();  // ranks may share cores: let the peer run
+      if (spins > 64) {
+        AnswerProbes();
+        sched_yield();  // ranks may share cores: let the peer run
+      }
     }
   }
   std::size_t size() const { return requests_.size(); }
@@ -349,6 +418,8 @@ StatusOr<std::unique_ptr<MpiWorkerGroup>> MpiWorkerGroup::Create(int* argc, char
   MPI_Get_processor_name(name, &length);
   group->host_.assign(name, static_cast<std::size_t>(length));
   group->timeout_seconds_ = timeout_seconds;
+  world_rank = group->rank_;
+  world_size = group->size_;
   return group;
 }
 
@@ -427,8 +498,14 @@ StatusOr<WorkerGroup::Received> MpiWorkerGroup::Receive(std::int32_t from, std::
     if (Clock::now() > deadline)
       return Status::Runtime("timed out after " + Seconds(timeout_seconds_) + " s waiting for " +
                              (from == kAnySender ? std::string("any rank") : "rank " + std::to_string(from)) + " (" +
-                             std::string(what) + "); raise --collective-timeout if it is only slow");
-    if (spins > 64) sched_yield();
+                             std::string(what) + "); " +
+                             (from == kAnySender ? std::string("no rank sent anything")
+                                                 : ProbeOthers(from, std::min(1.0, timeout_seconds_))) +
+                             "; raise --collective-timeout if it is only slow");
+    if (spins > 64) {
+      AnswerProbes();
+      sched_yield();
+    }
   }
 }
 

@@ -88,6 +88,7 @@ expect_exit 3 stalled -- mpi 3 "${COMMON[@]}" --collective-timeout 2 --inject-fa
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_contains stalled err "timed out after 2 s waiting for rank 2"
 expect_contains stalled err "at step 3"
+expect_contains stalled err "rank 2 did not answer a probe within 1 s: it stopped responding"
 CHECKS=$((CHECKS + 1))
 [ "$elapsed" -lt 20000 ] || fail "stalled: took $elapsed ms to stop (timeout 2 s)"
 

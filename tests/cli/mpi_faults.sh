@@ -5,7 +5,8 @@
 # and ends with weights equal, bit for bit, to those of a run that never failed.
 # 17 of the kills come from the die fault (the rank kills itself with SIGKILL at the
 # chosen step); 3 are external `kill -9` of a running worker process at a random
-# moment. MPI_FAULTS_SEED replays a sequence.
+# moment. Then 2 workers stopped with kill -STOP: the others name the stopped rank.
+# MPI_FAULTS_SEED replays a sequence.
 source "$(dirname "$0")/lib.bash"
 [ "${DTLAB_WITH_MPI:-0}" = 1 ] && command -v mpirun >/dev/null || { echo "dtlab built without MPI: skipped"; exit 77; }
 DATA="$DTLAB_SOURCE_DIR/tests/bad_inputs/files/valid"
@@ -97,5 +98,32 @@ for i in 1 2 3; do
   CHECKS=$((CHECKS + 1))
   [ "$(digest "${name}_rerun")" = "$LONG_BASELINE" ] || fail "$name: resumed run does not end on the uninterrupted weights"
   check_json "${name}_rerun" "d.get('resumed_from_step', 0) >= 2"
+done
+# A worker stopped (kill -STOP) at a random moment, possibly in the middle of a ring:
+# the others time out, probe every rank, and name the stopped one even when they
+# were waiting for a neighbour that waits for it.
+for i in 1 2; do
+  name="stop_$i"
+  mpi 3 --strategy multi_worker_mirrored --dataset "$DATA" --epochs 40 --global-batch 4 --checkpoint-every 2 \
+    --collective-timeout 3 --no-progress --checkpoint-dir "$WORK/$name/ckpt" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
+  job=$!
+  for _ in $(seq 1 200); do [ -f "$WORK/$name/ckpt/checkpoint" ] && break; sleep 0.05; done
+  sleep "0.$((RANDOM % 10))"
+  rank=$((RANDOM % 3))
+  victim=$(mpi_workers "$job" $rank)
+  CHECKS=$((CHECKS + 1))
+  if [ -z "$victim" ]; then fail "$name: rank $rank's worker was not found running"; wait $job; continue; fi
+  stopped_at=$(now_ms)
+  kill -STOP "$victim"
+  wait $job
+  code=$?
+  elapsed=$(( $(now_ms) - stopped_at ))
+  kill -CONT "$victim" 2>/dev/null
+  CHECKS=$((CHECKS + 1))
+  [ "$code" = 3 ] || fail "$name: exit $code after kill -STOP of rank $rank's worker, expected 3"
+  expect_contains "$name" err "rank $rank did not answer a probe within 1 s: it stopped responding"
+  CHECKS=$((CHECKS + 1))
+  [ "$elapsed" -lt 15000 ] || fail "$name: $elapsed ms from the stop to the end (timeout 3 s)"
+  echo "stop $i: rank $rank stopped; exit $code after $elapsed ms"
 done
 finish
