@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <functional>
 #include <climits>
 #include <cstdio>
@@ -406,8 +409,30 @@ struct MpiWorkerGroup::Staging {
 MpiWorkerGroup::MpiWorkerGroup() : staging_(std::make_unique<Staging>()) {}
 
 StatusOr<std::unique_ptr<MpiWorkerGroup>> MpiWorkerGroup::Create(int* argc, char*** argv, double timeout_seconds) {
+  // MPI_Init waits for every rank of the job to start, with no deadline of its own:
+  // a watchdog ends this process (exit 3) if it has not returned within the timeout.
+  std::mutex mutex;
+  std::condition_variable initialized;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(mutex);
+    if (initialized.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return done; })) return;
+    std::fprintf(stderr,
+                 "dtlab: MPI_Init did not complete within %g s: a rank of this job did not start or cannot be reached "
+                 "(check the hostfile, the network between the machines, and that dtlab runs on each); "
+                 "raise --collective-timeout if start-up is only slow\n",
+                 timeout_seconds);
+    std::fflush(stderr);
+    std::_Exit(3);
+  });
   int provided = 0;
-  int code = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  const int code = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  {
+    std::lock_guard lock(mutex);
+    done = true;
+  }
+  initialized.notify_one();
+  watchdog.join();
   if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, "MPI_Init_thread"));
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   std::unique_ptr<MpiWorkerGroup> group(new MpiWorkerGroup());

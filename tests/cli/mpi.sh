@@ -4,7 +4,8 @@
 # simulated run of the same W x R replicas bit for bit (fast and exact mode, every
 # all-reduce algorithm and sharding policy), and both pass the one-device reference
 # check; exact mode also equals one device. Then: chief checkpoints (workertemp_N
-# deleted), resuming, --backup-dir, a stalled rank (collective timeout, exit 3), and
+# deleted), resuming, --backup-dir, a stalled rank (collective timeout, exit 3), a
+# peer that never starts (the MPI_Init watchdog), and
 # clear errors for a bad or inconsistent TF_CONFIG, a missing chief, --workers that
 # do not match the world, and ranks started with different arguments.
 source "$(dirname "$0")/lib.bash"
@@ -91,6 +92,17 @@ expect_contains stalled err "at step 3"
 expect_contains stalled err "rank 2 did not answer a probe within 1 s: it stopped responding"
 CHECKS=$((CHECKS + 1))
 [ "$elapsed" -lt 20000 ] || fail "stalled: took $elapsed ms to stop (timeout 2 s)"
+
+# A peer that never starts (here a rank that is not dtlab and never joins MPI):
+# MPI_Init would wait for it forever; dtlab's watchdog stops after the timeout.
+printf '#!/bin/sh\nexec sleep 60\n' >"$WORK/never_starts.sh" && chmod +x "$WORK/never_starts.sh"
+start=$(date +%s%N)
+expect_exit 3 never_starts -- "${MPIRUN[@]}" -np 2 "$DTLAB" train --strategy multi_worker_mirrored "${COMMON[@]}" \
+  --collective-timeout 2 : -np 1 "$WORK/never_starts.sh"
+elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+expect_contains never_starts err "MPI_Init did not complete within 2 s: a rank of this job did not start or cannot be reached"
+CHECKS=$((CHECKS + 1))
+[ "$elapsed" -lt 20000 ] || fail "never_starts: took $elapsed ms to stop (timeout 2 s)"
 
 # Bad or inconsistent set-ups: exit 2 with what to change.
 W3='{"cluster": {"worker": ["h0:1", "h1:1", "h2:1"]}, "task": {"type": "worker", "index": 0}}'
