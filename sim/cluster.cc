@@ -1,13 +1,13 @@
 #include "sim/cluster.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
-#include <chrono>
-#include <csignal>
-#include <cstdio>
 #include <thread>
 
 #include <tbb/parallel_for.h>

@@ -36,6 +36,11 @@ std::string MpiError(int code, const char* call) {
   return std::string(call) + " failed: " + std::string(text, static_cast<std::size_t>(length));
 }
 
+// The time `seconds` from now.
+Clock::time_point Deadline(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 std::string Seconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", seconds);
@@ -81,7 +86,7 @@ std::string ProbeOthers(int waited_for, double grace) {
   std::vector<char> answered(static_cast<std::size_t>(world_size), 0);
   answered[static_cast<std::size_t>(world_rank)] = 1;
   int answers = 1;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
+  const auto deadline = Deadline(grace);
   while (answers < world_size && Clock::now() < deadline) {
     AnswerProbes();
     int found = 0;
@@ -119,7 +124,6 @@ class Requests {
     what_.push_back(what);
   }
   void set_describe(Describe describe) { describe_ = std::move(describe); }
-  bool empty() const { return requests_.empty(); }
   // Waits for requests [first, end); Runtime after the deadline, naming the first
   // one still pending.
   Status Wait(std::size_t first, std::size_t end, Clock::time_point deadline,
@@ -257,7 +261,7 @@ class MpiTransport final : public Transport<T> {
   Status RunPhase(int tag) {
     if (log_ != nullptr) RecordMessages();
     const Clock::time_point deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+        Deadline(timeout_seconds_);
     requests_.Clear();
     messages_.clear();
     requests_.set_describe([this](std::int64_t m) {
@@ -438,10 +442,6 @@ StatusOr<std::unique_ptr<MpiWorkerGroup>> MpiWorkerGroup::Create(int* argc, char
   std::unique_ptr<MpiWorkerGroup> group(new MpiWorkerGroup());
   MPI_Comm_rank(MPI_COMM_WORLD, &group->rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &group->size_);
-  char name[MPI_MAX_PROCESSOR_NAME];
-  int length = 0;
-  MPI_Get_processor_name(name, &length);
-  group->host_.assign(name, static_cast<std::size_t>(length));
   group->timeout_seconds_ = timeout_seconds;
   world_rank = group->rank_;
   world_size = group->size_;
@@ -477,7 +477,7 @@ Status MpiWorkerGroup::AllGather(std::span<const std::byte> mine, std::span<std:
     requests.Add(request, r, 1);
   }
   const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+      Deadline(timeout_seconds_);
   return requests.Wait(0, requests.size(), deadline, [](int r) { return "rank " + std::to_string(r); },
                        timeout_seconds_);
 }
@@ -496,13 +496,13 @@ Status MpiWorkerGroup::Send(std::int32_t to, std::span<const std::byte> bytes, s
   requests.set_describe([&label](std::int64_t) { return label + ": it did not take the message"; });
   requests.Add(request, to, 0);
   const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+      Deadline(timeout_seconds_);
   return requests.Wait(0, 1, deadline, [](int r) { return "rank " + std::to_string(r); }, timeout_seconds_);
 }
 
 StatusOr<WorkerGroup::Received> MpiWorkerGroup::Receive(std::int32_t from, std::string_view what) {
   const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+      Deadline(timeout_seconds_);
   const int source = from == kAnySender ? MPI_ANY_SOURCE : from;
   for (long spins = 0;; ++spins) {
     int found = 0;

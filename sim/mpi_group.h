@@ -36,10 +36,6 @@ class MpiWorkerGroup final : public WorkerGroup {
 
   std::int32_t rank() const override { return rank_; }
   std::int32_t size() const override { return size_; }
-  /// This machine's name as MPI reports it.
-  const std::string& host() const { return host_; }
-  double timeout_seconds() const { return timeout_seconds_; }
-  void set_timeout_seconds(double seconds) { timeout_seconds_ = seconds; }
 
   Status AllGather(std::span<const std::byte> mine, std::span<std::byte> all,
                    std::span<const std::size_t> bytes_per_rank, std::string_view what, std::int64_t step) override;
@@ -62,7 +58,6 @@ class MpiWorkerGroup final : public WorkerGroup {
                       const CollectiveOptions& options);
 
   std::int32_t rank_ = 0, size_ = 1;
-  std::string host_;
   double timeout_seconds_ = 60;
   std::int64_t phases_ = 0;  // phases run so far, the same on every rank (message tags)
   struct Staging;            // receive buffers, kept between calls (mpi_group.cc)

@@ -191,7 +191,9 @@ Status TrainConfig::Validate() const {
   if (!backup_dir.empty() && cluster.strategy == StrategyKind::kParameterServer && backup_every > 0)
     return Status::InvalidArgument("parameter_server backs up at the end of epochs only; drop --backup-every");
   auto canonical = [](const std::string& directory) {  // "dir/" and "dir" are one directory
-    std::filesystem::path path = std::filesystem::weakly_canonical(directory);
+    std::error_code ec;  // an unreadable path is compared as written
+    std::filesystem::path path = std::filesystem::weakly_canonical(directory, ec);
+    if (ec) path = std::filesystem::path(directory).lexically_normal();
     return path.has_filename() ? path : path.parent_path();
   };
   if (!backup_dir.empty() && !checkpoint_dir.empty() && canonical(backup_dir) == canonical(checkpoint_dir))
