@@ -20,6 +20,8 @@ int RunCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
 int LessonCommand(const std::vector<std::string>& args);
 int ClusterCommand(const std::vector<std::string>& args);
+int ReplayCommand(const std::vector<std::string>& args);
+int DevicesCommand(const std::vector<std::string>& args);
 
 /// Parses `args` into `values` (with `positional` arguments, if given). Returns -1 on success, or the exit code to return
 /// (0 after printing --help, 2 after printing a usage error naming the command).

@@ -23,6 +23,8 @@ Commands:
   lesson   play a lesson in the terminal (predict, then see the real numbers)
   check    property checks of loss scaling over random clusters and batches (RapidCheck)
   cluster  show how a TF_CONFIG maps tasks onto ranks, which is the chief, and check it
+  replay   replay a scenario on GPUs (CUDA) or the emulated device, every step held against the CPU
+  devices  list the CUDA GPUs, their memory, NCCL and peer-to-peer access
 
 Run 'dtlab <command> --help' for a command's options.
 Exit codes: 0 success, 1 a check failed, 2 usage or input error, 3 runtime fault.
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
   if (command == "list") return dtlab::cli::ListCommand(args);
   if (command == "lesson") return dtlab::cli::LessonCommand(args);
   if (command == "cluster") return dtlab::cli::ClusterCommand(args);
+  if (command == "replay") return dtlab::cli::ReplayCommand(args);
+  if (command == "devices") return dtlab::cli::DevicesCommand(args);
   std::fprintf(stderr, "dtlab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

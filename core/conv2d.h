@@ -18,6 +18,10 @@ class Conv2D final : public Layer<T> {
          Activation activation);
 
   std::string_view kind() const override { return "Conv2D"; }
+  std::int64_t filters() const { return filters_; }
+  std::int64_t kernel_height() const { return kernel_height_; }
+  std::int64_t kernel_width() const { return kernel_width_; }
+  Activation activation() const { return activation_; }
   Shape OutputShape(const Shape& example_input) const override;
   std::vector<ParameterSpec> Parameters(const Shape& example_input) const override;
   void Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,

@@ -11,6 +11,8 @@ class Dense final : public Layer<T> {
   Dense(std::string name, std::int64_t units, Activation activation);
 
   std::string_view kind() const override { return "Dense"; }
+  std::int64_t units() const { return units_; }
+  Activation activation() const { return activation_; }
   Shape OutputShape(const Shape& example_input) const override;
   std::vector<ParameterSpec> Parameters(const Shape& example_input) const override;
   void Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,

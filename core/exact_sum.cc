@@ -128,8 +128,7 @@ void ExactAddDouble(std::int64_t* words, double x) {
   const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
   const int biased_exponent = static_cast<int>((bits >> 52) & 0x7ff);
   if (biased_exponent == 0x7ff) {
-    const bool is_nan = (bits & ((std::uint64_t{1} << 52) - 1)) != 0;
-    words[kSpecialWord] += is_nan ? kExactNanUnit : (bits >> 63) ? kExactNegInfUnit : kExactPosInfUnit;
+    ExactAddNonFinite(words, bits);
     return;
   }
   if ((bits << 1) == 0) return;  // +-0

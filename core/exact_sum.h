@@ -39,23 +39,13 @@
 #include <cstdint>
 #include <span>
 
+#include "core/exact_words.h"
+
 namespace dtlab {
 
-__extension__ typedef __int128 ExactInt128;  // GCC and Clang; __extension__ keeps -Wpedantic quiet
+// ExactAddFloat (words += x) and ExactAddProduct (words += a * b, exact) are inline
+// in core/exact_words.h, which CUDA code includes too.
 
-inline constexpr int kExactDigitWords = 18;
-inline constexpr int kExactWords = kExactDigitWords + 1;
-inline constexpr int kExactLsbExponent = -298;  // 2^-298: the smallest float32 x float32 product
-inline constexpr std::int64_t kExactNanUnit = std::int64_t{1} << 42;
-inline constexpr std::int64_t kExactPosInfUnit = std::int64_t{1} << 21;
-inline constexpr std::int64_t kExactNegInfUnit = 1;
-
-/// words += x. REQUIRES: `words` has kExactWords entries. Defined inline below.
-inline void ExactAddFloat(std::int64_t* words, float x);
-/// words += a * b, the exact product (as computed in double, where it is exact:
-/// non-finite operands give the double product's NaN or infinity, inf * 0 = NaN).
-/// Defined inline below.
-inline void ExactAddProduct(std::int64_t* words, float a, float b);
 /// words += x for a double that is a multiple of 2^kExactLsbExponent (true of every
 /// float32, every float32 x float32 product, and zero), or non-finite.
 /// REQUIRES (checked by assert): that multiple condition and |x| < 2^300.
@@ -119,86 +109,5 @@ class ExactSum {
   std::array<std::int64_t, kExactWords> words_;
   std::int64_t pending_ = 0;
 };
-
-// ---------------------------------------------------------------------------
-// Hot path, inline. Exact mode calls ExactAddFloat and ExactAddProduct millions of
-// times per training step from other translation units, and dtlab builds without
-// LTO: an out-of-line call would cost about as much as the add itself
-// (bench/exact_sum_bench.cc). Both decode the float bits directly instead of going
-// through double, are branch-free apart from the tests for zero and non-finite
-// terms, and touch 2 (float) or 3 (product) adjacent words. Zero terms return
-// early: free when zeros come in runs or dominate (ReLU, image borders); only
-// zeros placed at random half of the time mispredict enough to cost more than
-// adding the zero would (about 2x, in the many-accumulator bench).
-
-namespace exact_internal {
-
-// Adds +digit or -digit to `word`: sign_mask is 0 or -1 (all ones), and
-// (digit ^ -1) - (-1) = -digit.
-inline void AddSignedDigit(std::int64_t& word, std::uint64_t digit, std::int64_t sign_mask) {
-  word += (static_cast<std::int64_t>(digit) ^ sign_mask) - sign_mask;
-}
-
-// The integer significand of a finite float (24 bits with the implicit one; a
-// subnormal has none) and the exponent of its lsb offset so that 1 is 2^-149:
-// x = significand * 2^(lsb_exponent - 150). A subnormal shares lsb_exponent 1 with
-// the smallest normals, which is what makes the decoding branch-free.
-struct DecodedFloat {
-  std::uint64_t significand;
-  std::uint32_t lsb_exponent;
-};
-inline DecodedFloat DecodeFiniteFloat(std::uint32_t bits) {
-  const std::uint32_t biased_exponent = (bits >> 23) & 0xff;
-  const std::uint32_t is_normal = biased_exponent != 0;
-  return {(bits & 0x7fffffu) | (is_normal << 23), biased_exponent + 1 - is_normal};
-}
-
-}  // namespace exact_internal
-
-inline void ExactAddFloat(std::int64_t* words, float x) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
-  // One test for the rare cases: |bits| - 1 wraps around for +-0 and is at least
-  // 0x7f7fffff exactly for the infinities and NaNs (exponent field 0xff).
-  if ((bits & 0x7fffffffu) - 1 >= 0x7f7fffffu) [[unlikely]] {
-    if ((bits & 0x7fffffffu) != 0) ExactAddDouble(words, x);  // non-finite
-    return;
-  }
-  const auto [significand, lsb_exponent] = exact_internal::DecodeFiniteFloat(bits);
-  // The significand's lsb, 2^(lsb_exponent - 150), in units of 2^kExactLsbExponent:
-  // bit `position` of the accumulator, from 149 (2^-149) to 402 (2^104).
-  const std::uint32_t position = lsb_exponent - 150 - kExactLsbExponent;
-  // +-significand * 2^(position % 32) is below 2^55 in magnitude: a low digit in
-  // [0, 2^32) for the first word and the signed rest (|rest| <= 2^23) for the next.
-  const std::int64_t sign_mask = -static_cast<std::int64_t>(bits >> 31);
-  const std::int64_t value = (static_cast<std::int64_t>(significand << (position & 31)) ^ sign_mask) - sign_mask;
-  std::int64_t* word = words + (position >> 5);
-  word[0] += value & 0xffffffff;
-  word[1] += value >> 32;  // arithmetic: floor(value / 2^32)
-}
-
-inline void ExactAddProduct(std::int64_t* words, float a, float b) {
-  const std::uint32_t a_bits = std::bit_cast<std::uint32_t>(a);
-  const std::uint32_t b_bits = std::bit_cast<std::uint32_t>(b);
-  if (((a_bits & 0x7f800000u) == 0x7f800000u) | ((b_bits & 0x7f800000u) == 0x7f800000u)) [[unlikely]] {
-    ExactAddDouble(words, static_cast<double>(a) * static_cast<double>(b));  // NaN or +-inf
-    return;
-  }
-  const auto [a_significand, a_lsb_exponent] = exact_internal::DecodeFiniteFloat(a_bits);
-  const auto [b_significand, b_lsb_exponent] = exact_internal::DecodeFiniteFloat(b_bits);
-  const std::uint64_t product = a_significand * b_significand;  // < 2^48, exact
-  if (product == 0) return;
-  // lsb 2^(a_lsb_exponent - 150 + b_lsb_exponent - 150) is accumulator bit
-  // 0 (2^-298) .. 506 (2^208); the 48-bit product shifted within its first word
-  // spans three words, the highest at most word 17.
-  const std::uint32_t position = a_lsb_exponent + b_lsb_exponent - 300 - kExactLsbExponent;
-  const std::uint32_t shift = position & 31;
-  const std::uint64_t low = product << shift;                  // bits 0..63 of product * 2^shift
-  const std::uint64_t high = (product >> 32) >> (32 - shift);  // bits 64..79 (shift < 32)
-  const std::int64_t sign_mask = -static_cast<std::int64_t>((a_bits ^ b_bits) >> 31);
-  std::int64_t* word = words + (position >> 5);
-  exact_internal::AddSignedDigit(word[0], low & 0xffffffffu, sign_mask);
-  exact_internal::AddSignedDigit(word[1], low >> 32, sign_mask);
-  exact_internal::AddSignedDigit(word[2], high, sign_mask);
-}
 
 }  // namespace dtlab

@@ -13,11 +13,8 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DTLAB_HOST_DEVICE __host__ __device__
-#else
-#define DTLAB_HOST_DEVICE
-#endif
+#include "core/host_device.h"
+
 
 namespace dtlab::portable {
 

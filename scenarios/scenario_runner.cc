@@ -69,8 +69,9 @@ class DataCache {
 // Records every step of one run.
 class Recorder final : public TrainObserver {
  public:
-  Recorder(const ScenarioRun& run, ScenarioObserver* observer, std::vector<StepMetrics>& steps)
-      : run_(run), observer_(observer), steps_(steps) {}
+  Recorder(const ScenarioRun& run, ScenarioObserver* observer, std::vector<StepMetrics>& steps, bool digests)
+      : run_(run), observer_(observer), steps_(steps), digests_(digests) {}
+  bool WantsReducedGradient() const override { return digests_; }
   void OnTrainStep(const StepRecord& r) override {
     StepMetrics m;
     m.step = r.step;
@@ -86,8 +87,11 @@ class Recorder final : public TrainObserver {
       m.max_ulp = r.result->check->max_ulp;
       m.distributed_norm = r.result->check->distributed_norm;
       m.reference_norm = r.result->check->reference_norm;
+      m.max_bound_fraction = r.result->check->max_bound_fraction;
       if (!m.passed && first_failure.empty()) first_failure = r.result->check->explanation;
     }
+    if (digests_ && r.reduced_gradient) m.gradient_digest = WeightsDigest(*r.reduced_gradient);
+    if (digests_ && r.variables) m.weights_digest = WeightsDigest(*r.variables);
     m.compute_seconds = r.compute_seconds;
     for (const auto& c : r.collectives) m.collectives.emplace_back(c.name, c.seconds);
     for (const auto& replica : *r.examples)
@@ -103,6 +107,7 @@ class Recorder final : public TrainObserver {
   const ScenarioRun& run_;
   ScenarioObserver* observer_;
   std::vector<StepMetrics>& steps_;
+  bool digests_;
 };
 
 void ComputeValues(RunResult& result, const Recorder& recorder) {
@@ -380,7 +385,8 @@ StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const ScenarioRun
       }
     }
     if (i == 0) config.trace_path = options.trace_path;
-    Recorder recorder(run, options.observer, r.steps);
+    if (options.adjust_config) options.adjust_config(config);
+    Recorder recorder(run, options.observer, r.steps, options.record_digests);
     auto report = Train(config, *d, &recorder);
     if (report.ok()) {
       r.report = std::move(report).value();

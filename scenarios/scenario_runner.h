@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,10 @@ struct StepMetrics {
   double distributed_norm = 0, reference_norm = 0;
   std::vector<double> compute_seconds;    // per replica, simulated
   std::vector<std::pair<std::string, double>> collectives;  // name, simulated seconds
+  double max_bound_fraction = 0;          // the reference check's worst |d - r| / bound
+  // With ScenarioRunOptions::record_digests: WeightsDigest of the reduced gradient
+  // and of the variables after the step (dtlab replay compares them).
+  std::uint64_t gradient_digest = 0, weights_digest = 0;
 };
 
 struct RunResult {
@@ -78,6 +83,10 @@ struct ScenarioRunOptions {
   ScenarioObserver* observer = nullptr;
   std::string trace_path;  // a Chrome trace of the main run's first steps (empty: none)
   std::string datasets_root;  // empty: DTLAB_DATASETS_DIR
+  /// Changes each run's configuration before it trains (dtlab replay: the math
+  /// mode, a step limit, the compute backend).
+  std::function<void(TrainConfig&)> adjust_config;
+  bool record_digests = false;  // fill StepMetrics' digests
 };
 
 /// Runs every run and check of `scenario`. Errors: data that cannot be loaded

@@ -15,6 +15,7 @@
 #include "core/batch.h"
 #include "core/loss.h"
 #include "core/text.h"
+#include "sim/device_backend.h"
 
 namespace dtlab {
 
@@ -417,7 +418,10 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
       segments.push_back({central() ? &host_params_ : &replica.params, offsets[static_cast<std::size_t>(r)],
                           batch_sizes[static_cast<std::size_t>(r)], &replica.grads, nullptr});
     }
-    runner_.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
+    if (compute_ != nullptr)
+      DTLAB_RETURN_IF_ERROR(compute_->Run(images_, labels_, coefficients_, losses_, predictions_, segments));
+    else
+      runner_.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
 
     // Per replica: its loss (with its share of the regularization), the regularization
     // gradient, its metric, and its gradient packed for the collective.
@@ -542,8 +546,16 @@ StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, st
   runner_.Run(images_, labels_, reference_coefficients_, reference_losses_, reference_predictions_,
               std::span(&whole, 1));
   model_.AddRegularizationGradient(weights, 1.0f, reference_grads_);
-  const float reference_loss = ComputeAverageLoss<float>(reference_losses_, {}, denominator) +
-                               model_.RegularizationLoss(weights);
+  float reference_loss = ComputeAverageLoss<float>(reference_losses_, {}, denominator) +
+                         model_.RegularizationLoss(weights);
+  if (compute_ != nullptr) {
+    // A device backend computes exact mode's per-example values (ordered chains), not
+    // Eigen's: the reference is then their exact sum, rounded once, whose error is
+    // below any of the chains the bound already counts. The magnitudes stay Eigen's
+    // (the bound is widened by 1% for such differences).
+    reference_loss = runner_.ExactGradient(weights, images_, labels_, reference_coefficients_, reference_losses_,
+                                           reference_predictions_, reference_words_, reference_grads_);
+  }
 
   StepCheck check;
   check.step = step;
@@ -623,7 +635,10 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
     Replica& replica = *Local(r);
     segments.push_back({central() ? &host_params_ : &replica.params, offsets[k], batch_sizes[k], replica.words});
   }
-  runner_.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
+  if (compute_ != nullptr)
+    DTLAB_RETURN_IF_ERROR(compute_->RunExact(images_, labels_, coefficients_, losses_, predictions_, segments));
+  else
+    runner_.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
 
   // Each replica's loss, exactly: sum of coefficient_i * loss_i (exact products)
   // plus its share of the regularization; its gradient words get the same share.

@@ -38,6 +38,8 @@
 
 namespace dtlab {
 
+class ComputeBackend;
+
 struct ClusterConfig {
   StrategyKind strategy = StrategyKind::kOneDevice;
   std::int32_t replicas = 1;  // num_replicas_in_sync (workers x replicas per worker)
@@ -117,6 +119,12 @@ class Cluster final : public TrainingEngine {
 
   MessageLog& message_log() override { return log_; }
 
+  /// Computes the replicas' forward and backward passes with `backend` (not owned;
+  /// null: the CPU's BatchRunner). The one-device reference of --check-reference
+  /// stays on the CPU; in fast mode it is then the exact gradient (the backends'
+  /// per-example values are exact mode's), held against the float bound.
+  void set_compute_backend(ComputeBackend* backend) { compute_ = backend; }
+
  private:
   struct Replica {
     ParameterList<float> params, grads;
@@ -177,6 +185,7 @@ class Cluster final : public TrainingEngine {
   const Sequential<float>& model_;
   ClusterConfig config_;
   BatchRunner runner_;
+  ComputeBackend* compute_ = nullptr;  // not owned; null: runner_
   std::vector<Replica> replicas_;  // this process's replicas: global ids [first_, first_ + size)
   std::int32_t first_ = 0;
   WorkerGroup* group_ = nullptr;   // not owned; null in a single-process run

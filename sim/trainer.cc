@@ -240,6 +240,17 @@ void ReferenceCheckSummary::Add(const StepCheck& check) {
   }
 }
 
+std::uint64_t WeightsDigest(const ParameterList<float>& variables) {
+  std::uint64_t digest = 14695981039346656037ull;  // FNV-1a over the variables' bytes
+  for (const auto& variable : variables)
+    for (const float v : variable.span()) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      for (int b = 0; b < 4; ++b) digest = (digest ^ ((bits >> (8 * b)) & 0xffu)) * 1099511628211ull;
+    }
+  return digest;
+}
+
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer) {
   DTLAB_RETURN_IF_ERROR(config.Validate());
   TrainObserver null_observer;
@@ -346,6 +357,14 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
                                                       state.params, config.chunk_size, group));
     cluster = made.get();
     engine = std::move(made);
+  }
+  std::unique_ptr<ComputeBackend> compute;
+  if (config.make_compute_backend) {
+    if (async)
+      return Status::InvalidArgument("--backend: the parameter-server strategy runs on the CPU only; the device "
+                                     "backends run the synchronous strategies");
+    DTLAB_ASSIGN_OR_RETURN(compute, config.make_compute_backend(*model));
+    cluster->set_compute_backend(compute.get());
   }
   if (report.resumed_from_step >= 0) engine->ImportState(state);
   DistributedInputOptions input;
@@ -482,7 +501,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
       ParameterList<float> reduced_gradient;
       DTLAB_ASSIGN_OR_RETURN(StepResult result,
                              cluster->TrainStep(train, steps[static_cast<std::size_t>(state.step_in_epoch)], global_batch,
-                                                learning_rate, state.step + 1, dump ? &reduced_gradient : nullptr));
+                                                learning_rate, state.step + 1,
+                                                dump || observer->WantsReducedGradient() ? &reduced_gradient : nullptr));
       if (!std::isfinite(result.loss)) {
         const std::string where = " at step " + std::to_string(state.step + 1) + " (epoch " +
                                   std::to_string(state.epoch + 1) + ")";
@@ -544,6 +564,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
       record.accuracy = accuracy.Result();
       record.result = &result;
       record.examples = &steps[static_cast<std::size_t>(state.step_in_epoch)];
+      record.variables = &engine->variables();
+      if (!reduced_gradient.empty()) record.reduced_gradient = &reduced_gradient;
       observer->OnTrainStep(record);
       const bool checkpoint = config.checkpoint_every > 0 && state.step % config.checkpoint_every == 0;
       const bool backup_now = backup && config.backup_every > 0 && state.step % config.backup_every == 0;
@@ -611,16 +633,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   report.images_per_second = train_seconds > 0 ? static_cast<double>(images_trained) / train_seconds : 0.0;
   report.simulated_seconds = async ? servers->simulated_seconds() : timeline.total_seconds();
   report.simulated_collective_seconds = async ? 0.0 : timeline.collective_seconds();
-  {
-    std::uint64_t digest = 14695981039346656037ull;  // FNV-1a over the variables' bytes
-    for (const auto& variable : engine->variables())
-      for (const float v : variable.span()) {
-        std::uint32_t bits;
-        std::memcpy(&bits, &v, sizeof bits);
-        for (int b = 0; b < 4; ++b) digest = (digest ^ ((bits >> (8 * b)) & 0xffu)) * 1099511628211ull;
-      }
-    report.weights_digest = digest;
-  }
+  report.weights_digest = WeightsDigest(engine->variables());
   if (!report.epochs.empty()) {
     report.final_test_accuracy = report.epochs.back().test_accuracy;
     report.final_test_loss = report.epochs.back().test_loss;

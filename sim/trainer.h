@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,6 +25,7 @@
 #include "core/status.h"
 #include "sim/cluster.h"
 #include "sim/cost_model.h"
+#include "sim/device_backend.h"
 #include "sim/distributed_input.h"
 #include "sim/topology.h"
 #include "sim/worker_group.h"
@@ -83,6 +86,9 @@ struct TrainConfig {
   /// writes the checkpoints (the others write workertemp_RANK and delete it).
   /// Not owned; null in a single-process run.
   WorkerGroup* worker_group = nullptr;
+  /// Where the replicas' forward and backward passes run (sim/device_backend.h):
+  /// made for the run's model when set; unset, the CPU. Synchronous strategies only.
+  std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequential<float>&)> make_compute_backend;
 
   std::int64_t global_batch_size() const { return global_batch.value_or(batch_per_replica * cluster.replicas); }
 
@@ -145,6 +151,8 @@ struct StepRecord {
   const std::vector<std::vector<std::int64_t>>* examples = nullptr;  // per replica, indices into the training set
   std::vector<double> compute_seconds;  // per replica, simulated (cost model)
   std::vector<CollectiveCost> collectives;  // the step's collectives, simulated
+  const ParameterList<float>* variables = nullptr;         // after the update
+  const ParameterList<float>* reduced_gradient = nullptr;  // the update's gradient, if the observer wants it
 };
 
 /// Receives progress while training runs (the CLI draws a progress bar with it).
@@ -160,7 +168,12 @@ class TrainObserver {
   virtual void OnCheckpoint(const std::string& /*path*/) {}
   virtual void OnReferenceFailure(const StepCheck& /*check*/) {}
   virtual void OnTrainStep(const StepRecord& /*record*/) {}
+  /// True if OnTrainStep should get StepRecord::reduced_gradient (a copy per step).
+  virtual bool WantsReducedGradient() const { return false; }
 };
+
+/// FNV-1a of the variables' bytes in order: equal digests, equal bits (in practice).
+std::uint64_t WeightsDigest(const ParameterList<float>& variables);
 
 /// Trains `config.model` on `data`. If config.backup_dir or config.checkpoint_dir
 /// holds a checkpoint of the same run (model, optimizer, batch and seed), training

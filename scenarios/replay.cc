@@ -1,0 +1,376 @@
+#include "scenarios/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/collectives.h"
+#include "sim/cuda/cuda_backend.h"
+#include "sim/device_backend.h"
+
+namespace dtlab {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kRecordFormat = "dtlab-replay-record";
+
+std::string Hex(std::uint64_t value, int digits) {
+  char text[20];
+  std::snprintf(text, sizeof text, "%0*llx", digits, static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::uint32_t FloatBits(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+float FloatFromHex(const std::string& hex) {
+  const auto bits = static_cast<std::uint32_t>(std::stoul(hex, nullptr, 16));
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+std::string StatusText(const Status& status) { return status.ok() ? "ok" : status.message(); }
+
+// The runs of a scenario result as ReplayRuns holding one side's numbers.
+struct Side {
+  std::vector<std::string> names, statuses;
+  std::vector<std::vector<StepMetrics>> steps;
+};
+
+Side SideOf(const ScenarioResult& result) {
+  Side side;
+  for (const RunResult& r : result.runs) {
+    side.names.push_back(r.name);
+    side.statuses.push_back(StatusText(r.status));
+    side.steps.push_back(r.steps);
+  }
+  return side;
+}
+
+json RecordJson(const std::string& scenario, const ReplayOptions& options, const Side& side) {
+  json runs = json::array();
+  for (std::size_t r = 0; r < side.names.size(); ++r) {
+    json steps = json::array();
+    for (const StepMetrics& m : side.steps[r])
+      steps.push_back({{"step", m.step}, {"loss", Hex(FloatBits(m.loss), 8)}, {"loss_value", m.loss},
+                       {"gradient", Hex(m.gradient_digest, 16)}, {"weights", Hex(m.weights_digest, 16)}});
+    runs.push_back({{"name", side.names[r]}, {"status", side.statuses[r]}, {"steps", std::move(steps)}});
+  }
+  return {{"format", kRecordFormat}, {"version", 1},       {"scenario", scenario},
+          {"math", "exact"},         {"max_steps", options.max_steps}, {"runs", std::move(runs)}};
+}
+
+Status WriteRecord(const std::string& path, const json& record) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    if (!out) return Status::IOError("--record: cannot write " + path);
+    out << record.dump(1) << "\n";
+    out.flush();
+    if (!out) return Status::IOError("--record: cannot write " + path + " (disk full?)");
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return Status::IOError("--record: cannot write " + path);
+  }
+  return Status::Ok();
+}
+
+StatusOr<Side> ReadRecord(const std::string& path, const std::string& scenario, const ReplayOptions& options) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("--against: cannot read " + path);
+  const std::string where = "--against " + path + ": ";
+  try {
+    const json record = json::parse(in);
+    if (!record.is_object() || record.value("format", "") != kRecordFormat)
+      return Status::InvalidArgument(where + "not a replay record (write one with dtlab replay SCENARIO --backend cpu "
+                                             "--record FILE)");
+    if (record.value("version", 0) != 1)
+      return Status::InvalidArgument(where + "record version " + std::to_string(record.value("version", 0)) +
+                                     " is not 1; record it again with this dtlab");
+    if (record.value("scenario", "") != scenario)
+      return Status::InvalidArgument(where + "the record is of scenario '" + record.value("scenario", "") +
+                                     "', not '" + scenario + "'");
+    if (record.value("max_steps", std::int64_t{-1}) != options.max_steps)
+      return Status::InvalidArgument(where + "the record was made with --steps " +
+                                     std::to_string(record.value("max_steps", std::int64_t{-1})) + ", this replay has " +
+                                     std::to_string(options.max_steps) + "; use the same --steps");
+    Side side;
+    for (const json& run : record.at("runs")) {
+      side.names.push_back(run.at("name").get<std::string>());
+      side.statuses.push_back(run.at("status").get<std::string>());
+      std::vector<StepMetrics> steps;
+      for (const json& s : run.at("steps")) {
+        StepMetrics m;
+        m.step = s.at("step").get<std::int64_t>();
+        m.loss = FloatFromHex(s.at("loss").get<std::string>());
+        m.gradient_digest = std::stoull(s.at("gradient").get<std::string>(), nullptr, 16);
+        m.weights_digest = std::stoull(s.at("weights").get<std::string>(), nullptr, 16);
+        steps.push_back(m);
+      }
+      side.steps.push_back(std::move(steps));
+    }
+    return side;
+  } catch (const std::exception& e) {
+    return Status::Corruption(where + "damaged record (" + e.what() + "); record it again");
+  }
+}
+
+// One ring all-reduce of `elements` int64 words over `replicas` host buffers.
+ReplayAllReduce MeasureHostAllReduce(int replicas, std::int64_t elements) {
+  ReplayAllReduce m;
+  m.method = "host";
+  m.replicas = replicas;
+  m.bytes = elements * static_cast<std::int64_t>(sizeof(std::int64_t));
+  auto pattern = [](std::int64_t i, int r) { return (i % 1021) * (r + 1) - 500 + r; };
+  std::vector<std::vector<std::int64_t>> data(static_cast<std::size_t>(replicas));
+  double best = 1e300;
+  for (int run = 0; run < 4; ++run) {  // run 0 warms up
+    for (int r = 0; r < replicas; ++r) {
+      auto& d = data[static_cast<std::size_t>(r)];
+      d.resize(static_cast<std::size_t>(elements));
+      for (std::int64_t i = 0; i < elements; ++i) d[static_cast<std::size_t>(i)] = pattern(i, r);
+    }
+    std::vector<std::span<std::int64_t>> buffers(data.begin(), data.end());
+    const auto start = std::chrono::steady_clock::now();
+    AllReduce<std::int64_t>(buffers, ReduceOp::kSum, CollectiveOptions{});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run > 0) best = std::min(best, seconds);
+  }
+  for (const auto& d : data)
+    for (std::int64_t i = 0; i < elements; ++i) {
+      std::int64_t expected = 0;
+      for (int r = 0; r < replicas; ++r) expected += pattern(i, r);
+      m.wrong += d[static_cast<std::size_t>(i)] != expected;
+    }
+  m.seconds = best;
+  m.algbw = best > 0 ? static_cast<double>(m.bytes) / best / 1e9 : 0;
+  m.busbw = m.algbw * 2.0 * (replicas - 1) / replicas;
+  return m;
+}
+
+}  // namespace
+
+StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::string& scenario_name,
+                                      const ReplayOptions& options) {
+  const bool exact = options.math == MathMode::kExact;
+  const std::vector<std::string>& names = BackendNames();
+  if (std::find(names.begin(), names.end(), options.backend) == names.end())
+    return Status::InvalidArgument("--backend must be cpu, emulated or cuda, got '" + options.backend + "'");
+  if (!exact && (!options.against.empty() || !options.record.empty()))
+    return Status::InvalidArgument("--record and --against hold exact-mode digests; fast mode replays against the "
+                                   "CPU in the same process (drop them, or use --math exact)");
+  if (options.backend != "cpu" && !options.record.empty() && !options.against.empty())
+    return Status::InvalidArgument("--record stores a CPU run's digests; with --against there is no CPU run");
+  if (options.backend == "cpu" && !options.against.empty())
+    return Status::InvalidArgument("--against compares a device with a record; --backend cpu is the recording side");
+  if (options.backend == "cpu" && !exact)
+    return Status::InvalidArgument("--backend cpu --math fast compares nothing: fast mode checks a device against the "
+                                   "CPU's exact gradient; pick --backend emulated or cuda");
+  if (options.streams < 0) return Status::InvalidArgument("--streams must be at least 1");
+  if (scenario.runs.empty())
+    return Status::InvalidArgument("scenario '" + scenario_name + "' trains nothing (it has only checks): nothing to "
+                                   "replay");
+
+  ReplayResult result;
+  result.scenario = scenario_name;
+  result.math = options.math;
+
+  // Fail early, before any training, when the device is missing.
+  if (options.backend == "cuda") {
+    auto probe = MakeCudaRunner(DevicePlan{{}, {0}, 0, 0}, options.devices, 1);
+    if (!probe.ok()) return probe.status();
+  }
+
+  std::int64_t parameter_values = 0;
+  int main_replicas = 0;
+  std::string description = options.backend == "cpu" ? "cpu: BatchRunner (Eigen, ordered GEMMs)" : "";
+  auto configure = [&](bool device) {
+    return [&, device](TrainConfig& config) {
+      config.cluster.math = options.math;
+      if (options.max_steps > 0) config.max_steps = options.max_steps;
+      // Exact mode compares digests with the CPU; fast mode needs the bound check.
+      config.cluster.check_reference = !exact && device;
+      if (main_replicas == 0) main_replicas = config.cluster.replicas;
+      if (!device || config.cluster.strategy == StrategyKind::kParameterServer) {
+        config.make_compute_backend = [&](const Sequential<float>& model) -> StatusOr<std::unique_ptr<ComputeBackend>> {
+          parameter_values = model.num_parameter_values();
+          return std::unique_ptr<ComputeBackend>();
+        };
+        return;
+      }
+      const int replicas = config.cluster.replicas;
+      config.make_compute_backend = [&, replicas](const Sequential<float>& model)
+          -> StatusOr<std::unique_ptr<ComputeBackend>> {
+        parameter_values = model.num_parameter_values();
+        DTLAB_ASSIGN_OR_RETURN(DevicePlan plan, MakeDevicePlan(model));
+        std::unique_ptr<DeviceRunner> runner;
+        if (options.backend == "emulated") {
+          runner = MakeHostRunner(std::move(plan));
+        } else {
+          const int devices = std::max<int>(1, static_cast<int>(options.devices.size()));
+          const int streams = options.streams > 0 ? options.streams : std::max(1, (replicas + devices - 1) / devices);
+          DTLAB_ASSIGN_OR_RETURN(runner, MakeCudaRunner(std::move(plan), options.devices, streams));
+        }
+        description = runner->Description();
+        return MakeDeviceBackend(model, std::move(runner));
+      };
+    };
+  };
+
+  // The reference side: a record, or the CPU here.
+  Side reference;
+  if (!options.against.empty()) {
+    DTLAB_ASSIGN_OR_RETURN(reference, ReadRecord(options.against, scenario_name, options));
+    result.reference = "the record " + options.against;
+  } else if (exact) {
+    ScenarioRunOptions cpu;
+    cpu.observer = options.observer;
+    cpu.datasets_root = options.datasets_root;
+    cpu.record_digests = true;
+    cpu.adjust_config = configure(false);
+    DTLAB_ASSIGN_OR_RETURN(ScenarioResult cpu_result, RunScenario(scenario, cpu));
+    reference = SideOf(cpu_result);
+    result.reference = "the CPU, in this process";
+    if (!options.record.empty())
+      DTLAB_RETURN_IF_ERROR(WriteRecord(options.record, RecordJson(scenario_name, options, reference)));
+  } else {
+    result.reference = "the CPU's exact one-device gradient of each step, within the float bound";
+  }
+  if (options.backend == "cpu") {
+    result.device = description;
+    for (std::size_t r = 0; r < reference.names.size(); ++r) {
+      ReplayRun run;
+      run.name = reference.names[r];
+      run.reference_status = run.device_status = reference.statuses[r];
+      for (const StepMetrics& m : reference.steps[r])
+        run.steps.push_back({m.step, m.loss, m.loss, m.gradient_digest, m.gradient_digest, m.weights_digest,
+                             m.weights_digest, 0, true});
+      result.runs.push_back(std::move(run));
+    }
+    result.all_reduce = MeasureHostAllReduce(std::max(main_replicas, 1), parameter_values * kExactWords);
+    for (const auto& run : result.runs) result.steps_compared += static_cast<std::int64_t>(run.steps.size());
+    return result;
+  }
+
+  ScenarioRunOptions on_device;
+  on_device.observer = options.observer;
+  on_device.datasets_root = options.datasets_root;
+  on_device.record_digests = true;
+  on_device.adjust_config = configure(true);
+  DTLAB_ASSIGN_OR_RETURN(ScenarioResult device_result, RunScenario(scenario, on_device));
+  result.device = description;
+
+  for (std::size_t r = 0; r < device_result.runs.size(); ++r) {
+    const RunResult& d = device_result.runs[r];
+    ReplayRun run;
+    run.name = d.name;
+    run.cpu_only = d.run && d.run->config.cluster.strategy == StrategyKind::kParameterServer;
+    run.device_status = StatusText(d.status);
+    if (exact) {
+      if (r >= reference.names.size() || reference.names[r] != d.name) {
+        run.passed = false;
+        run.problem = "the reference has no run '" + d.name + "'";
+        result.runs.push_back(std::move(run));
+        continue;
+      }
+      run.reference_status = reference.statuses[r];
+      const auto& ref_steps = reference.steps[r];
+      for (std::size_t s = 0; s < d.steps.size(); ++s) {
+        const StepMetrics& m = d.steps[s];
+        ReplayStep step{m.step, 0, m.loss, 0, m.gradient_digest, 0, m.weights_digest, 0, false};
+        if (s < ref_steps.size()) {
+          const StepMetrics& c = ref_steps[s];
+          step.reference_loss = c.loss, step.reference_gradient = c.gradient_digest;
+          step.reference_weights = c.weights_digest;
+          step.passed = c.step == m.step && FloatBits(c.loss) == FloatBits(m.loss) &&
+                        c.gradient_digest == m.gradient_digest && c.weights_digest == m.weights_digest;
+        }
+        run.steps.push_back(step);
+      }
+      if (ref_steps.size() != d.steps.size())
+        run.problem = "the reference has " + std::to_string(ref_steps.size()) + " steps, the device " +
+                      std::to_string(d.steps.size());
+      else if (run.reference_status != run.device_status)
+        run.problem = "the reference ended with '" + run.reference_status + "', the device with '" +
+                      run.device_status + "'";
+    } else {
+      run.reference_status = run.device_status;
+      for (const StepMetrics& m : d.steps)
+        run.steps.push_back({m.step, m.loss, m.loss, 0, 0, 0, 0, m.max_bound_fraction, run.cpu_only || m.passed});
+    }
+    for (const ReplayStep& s : run.steps)
+      if (!s.passed && run.problem.empty())
+        run.problem = "step " + std::to_string(s.step) +
+                      (exact ? " differs from the reference" : " is outside the float bound of the reference");
+    run.passed = run.problem.empty();
+    result.runs.push_back(std::move(run));
+  }
+  for (const ReplayRun& run : result.runs) {
+    result.passed &= run.passed;
+    for (const ReplayStep& s : run.steps) result.steps_compared += 1, result.steps_failed += !s.passed;
+  }
+
+  const int replicas = std::max(main_replicas, 1);
+  if (options.backend == "cuda") {
+    auto m = MeasureCudaAllReduce(options.devices, replicas, parameter_values * kExactWords);
+    if (!m.ok()) return m.status();
+    result.all_reduce = ReplayAllReduce{m->method, replicas, m->bytes, m->seconds, m->algbw, m->busbw, m->wrong};
+  } else {
+    result.all_reduce = MeasureHostAllReduce(replicas, parameter_values * kExactWords);
+  }
+  if (result.all_reduce->wrong != 0) result.passed = false;
+  return result;
+}
+
+json ReplayToJson(const ReplayResult& result) {
+  json runs = json::array();
+  for (const ReplayRun& run : result.runs) {
+    json steps = json::array();
+    for (const ReplayStep& s : run.steps)
+      steps.push_back({{"step", s.step},
+                       {"reference_loss", s.reference_loss},
+                       {"device_loss", s.device_loss},
+                       {"reference_gradient", Hex(s.reference_gradient, 16)},
+                       {"device_gradient", Hex(s.device_gradient, 16)},
+                       {"reference_weights", Hex(s.reference_weights, 16)},
+                       {"device_weights", Hex(s.device_weights, 16)},
+                       {"bound_fraction", s.bound_fraction},
+                       {"passed", s.passed}});
+    runs.push_back({{"name", run.name},
+                    {"cpu_only", run.cpu_only},
+                    {"reference_status", run.reference_status},
+                    {"device_status", run.device_status},
+                    {"passed", run.passed},
+                    {"problem", run.problem},
+                    {"steps", std::move(steps)}});
+  }
+  json out = {{"scenario", result.scenario},
+              {"device", result.device},
+              {"reference", result.reference},
+              {"math", std::string(MathModeName(result.math))},
+              {"steps_compared", result.steps_compared},
+              {"steps_failed", result.steps_failed},
+              {"passed", result.passed},
+              {"runs", std::move(runs)}};
+  if (result.all_reduce) {
+    const ReplayAllReduce& a = *result.all_reduce;
+    out["all_reduce"] = {{"method", a.method}, {"replicas", a.replicas}, {"size_bytes", a.bytes},
+                         {"time_us", a.seconds * 1e6}, {"algbw_gbps", a.algbw}, {"busbw_gbps", a.busbw},
+                         {"wrong", a.wrong}};
+  }
+  return out;
+}
+
+}  // namespace dtlab

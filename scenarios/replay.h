@@ -1,0 +1,96 @@
+// Replay: a scenario run on a device backend (sim/device_backend.h), every step
+// held against the CPU (docs/gpu.md).
+//
+// Exact mode (the default): each run of the scenario trains on the CPU and on the
+// device with the same configuration, and at every step the loss, the reduced
+// gradient and the variables after the update must be the same bits (compared
+// through their digests). The CPU's digests can be stored (--record) and a later
+// replay, on another machine say, checked against the file instead of rerunning
+// the CPU.
+//
+// Fast mode: the device trains with --check-reference on; each step's gradient and
+// loss must be within the floating-point bound of the CPU's exact one-device
+// gradient (sim/reference_check.h).
+//
+// Runs of the parameter-server strategy run on the CPU only (asynchronous
+// updates); they are reported as such and not compared.
+//
+// Thread safety: one replay at a time per process (a CUDA device is shared).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/math_mode.h"
+#include "core/status.h"
+#include "scenarios/scenario.h"
+#include "scenarios/scenario_runner.h"
+
+namespace dtlab {
+
+struct ReplayOptions {
+  std::string backend = "cuda";  // "cpu", "emulated" or "cuda" (BackendNames())
+  std::vector<int> devices;      // CUDA device indices; empty: device 0
+  int streams = 0;               // streams per GPU; 0: one per replica (spread over the devices)
+  MathMode math = MathMode::kExact;
+  std::int64_t max_steps = -1;   // per run; < 0: the scenario's own length
+  std::string against;           // a record file to compare with instead of a CPU run
+  std::string record;            // where to store the CPU run's digests (exact mode)
+  std::string datasets_root;
+  ScenarioObserver* observer = nullptr;
+};
+
+/// One step of one run, as both sides computed it.
+struct ReplayStep {
+  std::int64_t step = 0;
+  float reference_loss = 0, device_loss = 0;
+  std::uint64_t reference_gradient = 0, device_gradient = 0;  // WeightsDigest of the reduced gradient
+  std::uint64_t reference_weights = 0, device_weights = 0;    // of the variables after the step
+  double bound_fraction = 0;  // fast mode: the worst |device - reference| / bound
+  bool passed = false;
+};
+
+struct ReplayRun {
+  std::string name;
+  bool cpu_only = false;        // parameter servers: not run on the device
+  std::string reference_status, device_status;  // "ok" or the error that stopped the run
+  std::vector<ReplayStep> steps;
+  std::string problem;          // why the run does not pass, in words (empty if it does)
+  bool passed = true;
+};
+
+/// An all-reduce of one step's gradient words, as nccl-tests prints it.
+struct ReplayAllReduce {
+  std::string method;  // "nccl", "streams" (one GPU) or "host" (the CPU ring)
+  int replicas = 0;
+  std::int64_t bytes = 0;
+  double seconds = 0, algbw = 0, busbw = 0;  // GB/s
+  std::int64_t wrong = 0;
+};
+
+struct ReplayResult {
+  std::string scenario;
+  std::string device;     // the backend's description
+  std::string reference;  // "the CPU, in this process" or "record FILE"
+  MathMode math = MathMode::kExact;
+  std::vector<ReplayRun> runs;
+  std::optional<ReplayAllReduce> all_reduce;
+  std::int64_t steps_compared = 0, steps_failed = 0;
+  bool passed = true;
+};
+
+/// Replays `scenario`. NotFound when the backend needs a GPU and there is none;
+/// InvalidArgument for bad options or a record of another scenario; errors of
+/// loading data as RunScenario. A step that differs is a verdict (passed false),
+/// not an error.
+StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::string& scenario_name,
+                                      const ReplayOptions& options);
+
+/// The result as JSON (the --json output).
+nlohmann::json ReplayToJson(const ReplayResult& result);
+
+}  // namespace dtlab
