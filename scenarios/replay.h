@@ -8,9 +8,10 @@
 // replay, on another machine say, checked against the file instead of rerunning
 // the CPU.
 //
-// Fast mode: the device trains with --check-reference on; each step's gradient and
-// loss must be within the floating-point bound of the CPU's exact one-device
-// gradient (sim/reference_check.h).
+// Fast mode: both sides train with --check-reference on. The device's gradient and
+// loss of each step must be within the floating-point bound of the CPU's exact
+// one-device gradient (sim/reference_check.h) wherever the CPU's fast run is within
+// its bound; a run that fails the check by design (a pitfall) must fail on both.
 //
 // Runs of the parameter-server strategy run on the CPU only (asynchronous
 // updates); they are reported as such and not compared.
@@ -51,6 +52,7 @@ struct ReplayStep {
   std::uint64_t reference_gradient = 0, device_gradient = 0;  // WeightsDigest of the reduced gradient
   std::uint64_t reference_weights = 0, device_weights = 0;    // of the variables after the step
   double bound_fraction = 0;  // fast mode: the worst |device - reference| / bound
+  bool within_bound = true, reference_within_bound = true;  // fast mode: the device's and the CPU's verdicts
   bool passed = false;
 };
 

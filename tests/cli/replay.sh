@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# dtlab replay and dtlab devices (docs/gpu.md). Without a GPU: the emulated backend
+# (the CUDA kernels' code run on the CPU) must reproduce the CPU's exact mode bit for
+# bit on scenarios that cover every layer, model, strategy, loss convention and
+# uneven or empty replicas; fast mode must give the CPU's verdicts; records
+# round-trip; a tampered record is caught; bad input gets exit 2; and --backend cuda
+# says that no CUDA device is present (exit 2). With a GPU the same replays run on it.
+source "$(dirname "$0")/lib.bash"
+
+# The models and strategies the built-in scenarios do not use.
+cat >"$WORK/models.toml" <<'TOML'
+title = "every model and strategy"
+[cluster]
+strategy = "central_storage"
+replicas = 3
+all_reduce = "tree"
+[data]
+source = "fashion-mnist"
+train_examples = 200
+test_examples = 100
+global_batch = 50
+[model]
+name = "linear"
+[run]
+steps = 2
+[[variant]]
+name = "mnist-cnn-one-device"
+set = ["model.name=mnist-cnn", "cluster.strategy=one_device", "cluster.replicas=1", "optimizer.name=rmsprop"]
+[[variant]]
+name = "seed-multi-worker"
+set = ["model.name=seed-cnn", "cluster.strategy=multi_worker_mirrored", "cluster.workers=2", "cluster.replicas=2", "optimizer.name=sgd"]
+[[check]]
+kind = "value"
+value = "steps"
+min = 2
+expect = "pass"
+TOML
+
+has_gpu=$(python3 -c "import json,subprocess; d=json.loads(subprocess.run(['$DTLAB','devices','--json'],capture_output=True).stdout); print(1 if d['devices'] else 0)")
+backends=(emulated)
+[ "$has_gpu" = 1 ] && backends+=(cuda)
+
+for backend in "${backends[@]}"; do
+  # Exact mode: every step bitwise equal to the CPU run of the same configuration.
+  for scenario in short-final-batch empty-replicas tf-vs-ddp checkpoint-restore "$WORK/models.toml"; do
+    name=exact.$backend.$(basename "$scenario" .toml)
+    expect_exit 0 "$name" -- "$DTLAB" replay "$scenario" --backend "$backend" --steps 2 --json
+    check_json "$name" "d['passed'] and d['steps_compared'] >= 2 and d['steps_failed'] == 0 and d['math'] == 'exact'"
+    check_json "$name" "all(s['reference_gradient'] == s['device_gradient'] and s['reference_weights'] == s['device_weights'] for r in d['runs'] for s in r['steps'])"
+    check_json "$name" "d['all_reduce']['wrong'] == 0 and d['all_reduce']['size_bytes'] > 0"
+  done
+  # The three models, and every run of the file ran on the device.
+  check_json "exact.$backend.models" "[r['name'] for r in d['runs']] == ['main', 'mnist-cnn-one-device', 'seed-multi-worker'] and all(len(r['steps']) == 2 for r in d['runs'])"
+  # Fast mode: the device is within the bound wherever the CPU is, and the pitfall
+  # variant (reduce_mean per replica) fails the check on both.
+  expect_exit 0 fast.$backend -- "$DTLAB" replay short-final-batch --backend "$backend" --math fast --steps 2 --json
+  check_json fast.$backend "d['passed'] and d['math'] == 'fast'"
+  check_json fast.$backend "all(s['within_bound'] for r in d['runs'] if r['name'] != 'per-replica' for s in r['steps'])"
+  check_json fast.$backend "not any(s['within_bound'] or s['reference_within_bound'] for r in d['runs'] if r['name'] == 'per-replica' for s in r['steps'])"
+done
+
+# The human table: per-step verdicts and the nccl-tests columns.
+expect_exit 0 table -- "$DTLAB" replay empty-replicas --backend emulated --steps 1
+expect_contains table out "bitwise equal"
+expect_contains table out "size(B)  replicas   method     time(us)  algbw(GB/s)  busbw(GB/s)  #wrong"
+expect_contains table out "PASS: 3 steps compared, 0 differ"
+
+# A scenario of checks alone replays its all-reduce only.
+expect_exit 0 checks-only -- "$DTLAB" replay ring-all-reduce --backend emulated --json
+check_json checks-only "d['runs'] == [] and d['all_reduce']['wrong'] == 0"
+
+# Parameter servers stay on the CPU and say so.
+expect_exit 0 ps -- "$DTLAB" replay parameter-server-staleness --backend emulated --steps 2
+expect_contains ps out "parameter servers run on the CPU only"
+
+# A record of the CPU run, checked later against the device; a tampered digest is a
+# failed verdict (exit 1) naming the step; other --steps, a damaged file: exit 2.
+expect_exit 0 record -- "$DTLAB" replay short-final-batch --backend cpu --steps 2 --record "$WORK/record.json"
+expect_contains record out "PASS: 6 steps compared"
+check_json_file() { python3 -c "import json,sys; d=json.load(open('$1')); sys.exit(0 if ($2) else 1)" || fail "$1: expected $2"; CHECKS=$((CHECKS + 1)); }
+check_json_file "$WORK/record.json" "d['format'] == 'dtlab-replay-record' and [len(r['steps']) for r in d['runs']] == [2, 2, 2]"
+expect_exit 0 against -- "$DTLAB" replay short-final-batch --backend emulated --steps 2 --against "$WORK/record.json" --json
+check_json against "d['passed'] and d['steps_compared'] == 6 and d['reference'].startswith('the record')"
+python3 - "$WORK/record.json" "$WORK/tampered.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+step = d['runs'][1]['steps'][1]
+step['weights'] = '%016x' % (int(step['weights'], 16) ^ 1)
+json.dump(d, open(sys.argv[2], 'w'))
+PY
+expect_exit 1 tampered -- "$DTLAB" replay short-final-batch --backend emulated --steps 2 --against "$WORK/tampered.json"
+expect_contains tampered out "default              2"
+expect_contains tampered out "DIFFERS: weights"
+expect_contains tampered out "FAIL: 6 steps compared, 1 differ"
+expect_exit 2 other-steps -- "$DTLAB" replay short-final-batch --backend emulated --steps 3 --against "$WORK/record.json"
+expect_contains other-steps err "the record was made with --steps 2, this replay has 3"
+echo '{"format": "dtlab-replay-record", "version": 1, "scenario": "short-final-batch", "max_steps": 2, "runs": 7}' >"$WORK/damaged.json"
+expect_exit 2 damaged -- "$DTLAB" replay short-final-batch --backend emulated --steps 2 --against "$WORK/damaged.json"
+expect_contains damaged err "damaged record"
+expect_exit 2 other-scenario -- "$DTLAB" replay empty-replicas --backend emulated --steps 2 --against "$WORK/record.json"
+expect_contains other-scenario err "the record is of scenario 'short-final-batch', not 'empty-replicas'"
+expect_exit 2 no-record -- "$DTLAB" replay short-final-batch --backend emulated --against "$WORK/missing.json"
+expect_exit 2 record-unwritable -- "$DTLAB" replay short-final-batch --backend cpu --steps 1 --record "$WORK/no/such/dir/r.json"
+[ ! -e "$WORK/no/such/dir/r.json.tmp" ] || fail "a half-written record was left behind"
+
+# Bad options.
+expect_exit 2 bad-backend -- "$DTLAB" replay short-final-batch --backend tpu
+expect_contains bad-backend err "--backend must be cpu, emulated or cuda"
+expect_exit 2 bad-devices -- "$DTLAB" replay short-final-batch --devices 0,x
+expect_contains bad-devices err "--devices must list GPU indices"
+expect_exit 2 bad-math -- "$DTLAB" replay short-final-batch --backend emulated --math fuzzy
+expect_exit 2 bad-steps -- "$DTLAB" replay short-final-batch --backend emulated --steps 0
+expect_exit 2 cpu-fast -- "$DTLAB" replay short-final-batch --backend cpu --math fast
+expect_exit 2 fast-record -- "$DTLAB" replay short-final-batch --backend emulated --math fast --record "$WORK/f.json"
+expect_exit 2 no-scenario -- "$DTLAB" replay
+expect_exit 0 help -- "$DTLAB" replay --help
+expect_contains help out "--backend"
+
+# dtlab devices always answers. Where nvcc is installed, CMake must have found the
+# toolkit (so CI compiles the CUDA backend); a build may still switch it off.
+expect_exit 0 devices -- "$DTLAB" devices --json
+check_json devices "isinstance(d['devices'], list) and len(d['peer_access']) == len(d['devices'])"
+check_json devices "d['built_with_cuda'] == ('${DTLAB_WITH_CUDA:-0}' == '1')"
+if [ "${DTLAB_WITH_CUDA:-0}" = 1 ]; then
+  check_json devices "d['cuda_runtime'] != '' and d['nccl'] != ''"
+fi
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  [ "${DTLAB_CUDA_FOUND:-0}" = 1 ] || fail "nvcc is installed but CMake did not find the CUDA toolkit with NCCL"
+fi
+expect_exit 0 devices-text -- "$DTLAB" devices
+if [ "$has_gpu" = 0 ]; then
+  expect_contains devices-text out "no CUDA device"
+  # Without a GPU, --backend cuda is a clear error, exit 2, before any training.
+  expect_exit 2 no-gpu -- "$DTLAB" replay short-final-batch --backend cuda
+  expect_contains no-gpu err "no CUDA device"
+  expect_exit 2 no-gpu-default -- "$DTLAB" replay flagship
+  expect_contains no-gpu-default err "no CUDA device"
+else
+  expect_exit 2 no-such-gpu -- "$DTLAB" replay short-final-batch --backend cuda --devices 99
+  expect_contains no-such-gpu err "there is no CUDA device 99"
+fi
+finish

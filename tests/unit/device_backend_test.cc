@@ -1,0 +1,191 @@
+// The device kernels (core/device_kernels.h) through the device engine
+// (sim/device_engine.h) on the emulated device, against the CPU's BatchRunner:
+// exact mode must give the same accumulator words, losses and predictions bit for
+// bit, for every model, any split of the batch (empty segments too) and non-finite
+// inputs; fast mode the same per-example losses and float sums within their bound.
+// The CUDA backend runs this very engine and these kernels (docs/gpu.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/exact_sum.h"
+#include "core/model.h"
+#include "core/relu.h"
+#include "core/reshape.h"
+#include "core/rng.h"
+#include "sim/batch_runner.h"
+#include "sim/device_backend.h"
+
+namespace dtlab {
+namespace {
+
+struct Batch {
+  Tensor<float> images;
+  std::vector<std::int32_t> labels;
+  std::vector<float> coefficients;
+};
+
+Batch RandomBatch(const Sequential<float>& model, std::int64_t count, std::uint64_t seed) {
+  Batch b;
+  Shape shape = model.example_shape();
+  shape.insert(shape.begin(), count);
+  b.images.Resize(shape);
+  CounterRng rng(seed, RngPurpose::kWeightInit, 99);
+  for (std::int64_t i = 0; i < b.images.size(); ++i) b.images[i] = rng.UniformFloat();
+  for (std::int64_t i = 0; i < count; ++i) {
+    b.labels.push_back(static_cast<std::int32_t>(rng.UniformFloat() * static_cast<float>(model.num_classes())) %
+                       static_cast<std::int32_t>(model.num_classes()));
+    b.coefficients.push_back(1.0f / static_cast<float>(count));
+  }
+  return b;
+}
+
+// Segments of the batch: uneven, one empty, one of a single example.
+const std::vector<std::pair<std::int64_t, std::int64_t>> kSplits = {{0, 5}, {5, 0}, {5, 17}, {22, 1}};
+constexpr std::int64_t kExamples = 23;
+
+struct Case {
+  const char* model;
+  Shape image;
+};
+
+class DeviceBackendTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DeviceBackendTest, ExactModeGivesTheCpuWordsLossesAndPredictions) {
+  auto model = MakeModel<float>(GetParam().model, GetParam().image, 10);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const Sequential<float>& m = **model;
+  const ParameterList<float> params = m.InitialParameters(7);
+  Batch batch = RandomBatch(m, kExamples, 3);
+  // Non-finite and extreme inputs travel through the words as on the CPU: a NaN
+  // pixel (a ReLU turns it into 0, on both) and a NaN coefficient (NaN gradient terms).
+  batch.images[3] = std::numeric_limits<float>::quiet_NaN();
+  batch.coefficients[2] = std::numeric_limits<float>::quiet_NaN();
+  batch.images[batch.images.size() / kExamples * 20 + 1] = 3e38f;
+
+  const auto values = static_cast<std::size_t>(m.num_parameter_values() * kExactWords);
+  std::vector<std::vector<std::int64_t>> cpu_words(kSplits.size(), std::vector<std::int64_t>(values, 7)),
+      device_words = cpu_words;
+  std::vector<ExactSegment> cpu_segments, device_segments;
+  for (std::size_t s = 0; s < kSplits.size(); ++s) {
+    cpu_segments.push_back({&params, kSplits[s].first, kSplits[s].second, cpu_words[s]});
+    device_segments.push_back({&params, kSplits[s].first, kSplits[s].second, device_words[s]});
+  }
+  std::vector<float> cpu_losses(kExamples), device_losses(kExamples, -1.0f);
+  std::vector<std::int32_t> cpu_predictions(kExamples), device_predictions(kExamples, -1);
+  BatchRunner runner(m);
+  runner.RunExact(batch.images, batch.labels, batch.coefficients, cpu_losses, cpu_predictions, cpu_segments);
+
+  auto plan = MakeDevicePlan(m);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto backend = MakeDeviceBackend(m, MakeHostRunner(*plan));
+  ASSERT_TRUE(backend->RunExact(batch.images, batch.labels, batch.coefficients, device_losses, device_predictions,
+                                device_segments)
+                  .ok());
+  EXPECT_EQ(std::memcmp(cpu_losses.data(), device_losses.data(), sizeof(float) * kExamples), 0);
+  EXPECT_EQ(cpu_predictions, device_predictions);
+  for (std::size_t s = 0; s < kSplits.size(); ++s) {
+    std::size_t differing = 0;
+    for (std::size_t w = 0; w < values; ++w) differing += cpu_words[s][w] != device_words[s][w];
+    EXPECT_EQ(differing, 0u) << "segment " << s << " of " << GetParam().model;
+  }
+  // The empty segment's words are zero; the NaN example's segment counts NaN terms.
+  for (const std::int64_t w : device_words[1]) ASSERT_EQ(w, 0);
+  EXPECT_NE(device_words[0][kExactDigitWords], 0);
+
+  // The same engine runs twice with the same bits (buffers are reused).
+  std::vector<std::int64_t> again(values);
+  const ExactSegment whole{&params, 0, kExamples, again};
+  std::vector<float> losses(kExamples);
+  std::vector<std::int32_t> predictions(kExamples);
+  ASSERT_TRUE(backend->RunExact(batch.images, batch.labels, batch.coefficients, losses, predictions,
+                                std::span(&whole, 1))
+                  .ok());
+  // Merging the segments' words (integer addition) gives the whole batch's words.
+  std::vector<std::int64_t> merged(values, 0);
+  for (const auto& words : device_words)
+    for (std::size_t i = 0; i < values; i += kExactWords) ExactMerge(merged.data() + i, words.data() + i);
+  ExactNormalizeAll(merged);
+  EXPECT_EQ(merged, again);
+}
+
+TEST_P(DeviceBackendTest, FastModeHasTheExactPerExampleValuesAndFloatSumsWithinTheirBound) {
+  auto model = MakeModel<float>(GetParam().model, GetParam().image, 10);
+  ASSERT_TRUE(model.ok());
+  const Sequential<float>& m = **model;
+  const ParameterList<float> params = m.InitialParameters(11);
+  const Batch batch = RandomBatch(m, kExamples, 5);
+
+  BatchRunner runner(m);
+  std::vector<std::int64_t> words;
+  ParameterList<float> exact = m.ZeroParameters();
+  std::vector<float> exact_losses(kExamples);
+  std::vector<std::int32_t> exact_predictions(kExamples);
+  runner.ExactGradient(params, batch.images, batch.labels, batch.coefficients, exact_losses, exact_predictions, words,
+                       exact);
+
+  auto plan = MakeDevicePlan(m);
+  ASSERT_TRUE(plan.ok());
+  auto backend = MakeDeviceBackend(m, MakeHostRunner(*plan));
+  ParameterList<float> grads = m.ZeroParameters(), magnitudes = m.ZeroParameters();
+  std::vector<float> losses(kExamples);
+  std::vector<std::int32_t> predictions(kExamples);
+  const BatchSegment whole{&params, 0, kExamples, &grads, &magnitudes};
+  ASSERT_TRUE(backend->Run(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&whole, 1))
+                  .ok());
+  EXPECT_EQ(std::memcmp(losses.data(), exact_losses.data(), sizeof(float) * kExamples), 0);
+  EXPECT_EQ(predictions, exact_predictions);
+  // |fast - exact| <= h u sum|x| with h the longest chain (positions x examples + 2),
+  // and the exact gradient includes the regularization the device leaves out.
+  m.AddRegularizationGradient(params, -1.0f, exact);  // the data part alone (rounded once more)
+  for (std::size_t p = 0; p < grads.size(); ++p) {
+    const double h = static_cast<double>(m.GradientTermsPerExample(p) * kExamples + kExamples + 4);
+    for (std::int64_t i = 0; i < grads[p].size(); ++i) {
+      const double bound = h * 0x1p-24 * magnitudes[p][i] + 4 * std::abs(exact[p][i]) * 0x1p-24 + 1e-30;
+      ASSERT_LE(std::abs(static_cast<double>(grads[p][i]) - exact[p][i]), bound) << m.parameters()[p].name << "[" << i << "]";
+      ASSERT_GE(magnitudes[p][i] * 1.01f + 1e-30f, std::abs(grads[p][i]));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, DeviceBackendTest,
+                         ::testing::Values(Case{"seed-cnn", {14, 14, 1}}, Case{"mnist-cnn", {9, 9, 1}},
+                                           Case{"linear", {6, 5, 2}}),
+                         [](const auto& info) {
+                           std::string name = info.param.model;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+TEST(DevicePlan, RefusesALayerWithoutADeviceKernel) {
+  std::vector<std::unique_ptr<Layer<float>>> layers;
+  layers.push_back(std::make_unique<Reshape<float>>("flatten", Shape{}));
+  layers.push_back(std::make_unique<ReLU<float>>("re_lu"));
+  const Sequential<float> model("relu", {4}, std::move(layers), 0.0);
+  auto plan = MakeDevicePlan(model);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("layer re_lu (ReLU) has no device kernel"), std::string::npos)
+      << plan.status().message();
+}
+
+TEST(ExactWords, CarryIsTheCanonicalFormOfExactNormalize) {
+  CounterRng rng(5, RngPurpose::kWeightInit, 1);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::int64_t a[kExactWords] = {}, b[kExactWords];
+    for (int k = 0; k < 40; ++k) {
+      const float x = (rng.UniformFloat() - 0.5f) * std::ldexp(1.0f, static_cast<int>(rng.UniformFloat() * 200) - 100);
+      ExactAddFloat(a, x);
+      ExactAddProduct(a, x, rng.UniformFloat() - 0.25f);
+    }
+    std::copy(a, a + kExactWords, b);
+    ExactNormalize(a);
+    ExactCarry(b);
+    ASSERT_TRUE(std::equal(a, a + kExactWords, b)) << "trial " << trial;
+  }
+}
+
+}  // namespace
+}  // namespace dtlab
