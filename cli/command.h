@@ -30,6 +30,9 @@ int ParseOptions(const std::string& command, const std::string& synopsis, const 
                  boost::program_options::variables_map& values,
                  const boost::program_options::positional_options_description* positional = nullptr);
 
+/// Parses --devices: GPU indices separated by commas ("0,1"); empty text gives none.
+StatusOr<std::vector<int>> ParseDeviceList(const std::string& text);
+
 /// Prints "dtlab <command>: <status>" on stderr and returns its exit code.
 int ReportError(const std::string& command, const Status& status);
 

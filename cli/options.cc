@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <tbb/global_control.h>
@@ -48,6 +49,25 @@ bool ApplyThreadCount(int threads) {
   const std::size_t n = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
   control = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);
   return true;
+}
+
+StatusOr<std::vector<int>> ParseDeviceList(const std::string& text) {
+  std::vector<int> devices;
+  if (text.empty()) return devices;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const int d = std::stoi(item, &used);
+      if (used != item.size() || d < 0) throw std::invalid_argument(item);
+      devices.push_back(d);
+    } catch (const std::exception&) {
+      return Status::InvalidArgument("--devices must list GPU indices like 0,1,2 (see dtlab devices), got '" + text +
+                                     "'");
+    }
+  }
+  return devices;
 }
 
 }  // namespace dtlab::cli

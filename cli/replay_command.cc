@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -47,25 +46,6 @@ std::string Hex16(std::uint64_t v) {
   char text[20];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
   return text;
-}
-
-StatusOr<std::vector<int>> ParseDevices(const std::string& text) {
-  std::vector<int> devices;
-  if (text.empty()) return devices;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      std::size_t used = 0;
-      const int d = std::stoi(item, &used);
-      if (used != item.size() || d < 0) throw std::invalid_argument(item);
-      devices.push_back(d);
-    } catch (const std::exception&) {
-      return Status::InvalidArgument("--devices must list GPU indices like 0,1,2 (see dtlab devices), got '" + text +
-                                     "'");
-    }
-  }
-  return devices;
 }
 
 void PrintReplay(const ReplayResult& r) {
@@ -114,6 +94,11 @@ void PrintReplay(const ReplayResult& r) {
     std::printf("%14lld %9d %8s %12.1f %12.2f %12.2f %7lld\n", static_cast<long long>(a.bytes), a.replicas,
                 a.method.c_str(), a.seconds * 1e6, a.algbw, a.busbw, static_cast<long long>(a.wrong));
   }
+  if (r.steps_compared == 0) {
+    std::printf("\n%s: no step ran on the device; the all-reduce has %s\n", r.passed ? "PASS" : "FAIL",
+                r.passed ? "no wrong element" : "wrong elements");
+    return;
+  }
   std::printf("\n%s: %lld steps compared, %lld differ%s\n", r.passed ? "PASS" : "FAIL",
               static_cast<long long>(r.steps_compared), static_cast<long long>(r.steps_failed),
               r.passed ? (exact ? "; every step is bitwise equal to the reference" : "; every step has the CPU's verdict")
@@ -157,7 +142,7 @@ int ReplayCommand(const std::vector<std::string>& args) {
   if (!ApplyThreadCount(threads)) return 2;
   auto mode = ParseMathMode(math);
   if (!mode.ok()) return ReportError("replay", mode.status().WithContext("--math"));
-  auto devices = ParseDevices(devices_text);
+  auto devices = ParseDeviceList(devices_text);
   if (!devices.ok()) return ReportError("replay", devices.status());
   replay.backend = backend;
   replay.math = *mode;

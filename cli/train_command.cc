@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "scenarios/replay.h"
 #include "cli/mpi_launch.h"
 #include "core/model.h"
 #include "sim/strategy.h"
@@ -280,8 +281,9 @@ int TrainCommand(const std::vector<std::string>& args) {
   std::string schedule, strategy = "one_device", all_reduce = "ring", convention = "tf", denominator = "global",
                         rebatch = "v2", auto_shard = "auto", topology = "fully_connected", math = "fast",
                         regularization_split, regularization_scaling = "scaled", empty_replica = "zero",
-                        reduction = "none";
+                        reduction = "none", backend = "cpu", devices_text;
   std::vector<std::string> faults;
+  int streams = 0;
   double link_latency_us = 5.0, link_gbps = 25.0, device_gflops = 100.0;
   int threads = 0;
   std::int32_t replicas_per_worker = 1;
@@ -327,6 +329,10 @@ int TrainCommand(const std::vector<std::string>& args) {
       ("check-reference", "compare every step with one device on the global batch (exit 1 if a step fails)")
       ("math", po::value(&math)->default_value(math),
        "fast (checked against an error bound) or exact (bitwise equal to one device for any replica count)")
+      ("backend", po::value(&backend)->default_value(backend),
+       "where the replicas compute: cpu, cuda (GPUs; docs/gpu.md) or emulated (the CUDA kernels on the CPU)")
+      ("devices", po::value(&devices_text), "--backend cuda: the GPUs, e.g. 0,1 (default 0)")
+      ("streams", po::value(&streams)->default_value(0), "--backend cuda: streams per GPU (0: one per replica)")
       ("regularization-split", po::value(&regularization_split),
        "tf (every replica adds 1/N of it) or exact (replica 0 adds all of it); default: exact with --math "
        "exact, else tf")
@@ -452,6 +458,13 @@ int TrainCommand(const std::vector<std::string>& args) {
     return ReportError("train", Status::InvalidArgument("--replicas-per-worker is for runs under mpirun (docs/mpi.md); "
                                                         "in one process use --workers and --replicas"));
   if (Status status = config.Validate(); !status.ok()) return ReportError(command, status);
+  if (backend != "cpu") {
+    auto devices = ParseDeviceList(devices_text);
+    if (!devices.ok()) return ReportError(command, devices.status());
+    auto factory = ComputeBackendFactory(backend, *devices, streams, config.cluster.replicas);
+    if (!factory.ok()) return ReportError(command, factory.status());
+    config.make_compute_backend = *factory;
+  }
 
   const bool json = values.count("json") > 0;
   auto data = LoadMnistStyleDataset(config.dataset);

@@ -171,6 +171,29 @@ std::vector<std::vector<bool>> PassFlags(const ScenarioResult& result) {
 
 }  // namespace
 
+StatusOr<std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequential<float>&)>> ComputeBackendFactory(
+    const std::string& backend, const std::vector<int>& devices, int streams, int replicas, std::string* description) {
+  using Made = StatusOr<std::unique_ptr<ComputeBackend>>;
+  using Factory = std::function<Made(const Sequential<float>&)>;
+  if (backend == "cpu") return Factory([](const Sequential<float>&) -> Made { return std::unique_ptr<ComputeBackend>(); });
+  if (backend != "emulated" && backend != "cuda")
+    return Status::InvalidArgument("--backend must be cpu, emulated or cuda, got '" + backend + "'");
+  if (streams < 0) return Status::InvalidArgument("--streams must be at least 1");
+  return Factory([=](const Sequential<float>& model) -> Made {
+    DTLAB_ASSIGN_OR_RETURN(DevicePlan plan, MakeDevicePlan(model));
+    std::unique_ptr<DeviceRunner> runner;
+    if (backend == "emulated") {
+      runner = MakeHostRunner(std::move(plan));
+    } else {
+      const int gpus = std::max<int>(1, static_cast<int>(devices.size()));
+      const int per_gpu = streams > 0 ? streams : std::max(1, (replicas + gpus - 1) / gpus);
+      DTLAB_ASSIGN_OR_RETURN(runner, MakeCudaRunner(std::move(plan), devices, per_gpu));
+    }
+    if (description) *description = runner->Description();
+    return MakeDeviceBackend(model, std::move(runner));
+  });
+}
+
 StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::string& scenario_name,
                                       const ReplayOptions& options) {
   const bool exact = options.math == MathMode::kExact;
@@ -233,28 +256,13 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
       // Exact mode compares digests with the CPU; fast mode needs the bound check.
       config.cluster.check_reference = !exact;
       if (main_replicas == 0) main_replicas = config.cluster.replicas;
-      if (!device || config.cluster.strategy == StrategyKind::kParameterServer) {
-        config.make_compute_backend = [&](const Sequential<float>& model) -> StatusOr<std::unique_ptr<ComputeBackend>> {
-          parameter_values = model.num_parameter_values();
-          return std::unique_ptr<ComputeBackend>();
-        };
-        return;
-      }
-      const int replicas = config.cluster.replicas;
-      config.make_compute_backend = [&, replicas](const Sequential<float>& model)
-          -> StatusOr<std::unique_ptr<ComputeBackend>> {
+      // Parameter servers run on the CPU only (asynchronous updates).
+      const bool on_device = device && config.cluster.strategy != StrategyKind::kParameterServer;
+      auto factory = ComputeBackendFactory(on_device ? options.backend : "cpu", options.devices, options.streams,
+                                           config.cluster.replicas, &description);
+      config.make_compute_backend = [&, made = *factory](const Sequential<float>& model) {  // the name was checked
         parameter_values = model.num_parameter_values();
-        DTLAB_ASSIGN_OR_RETURN(DevicePlan plan, MakeDevicePlan(model));
-        std::unique_ptr<DeviceRunner> runner;
-        if (options.backend == "emulated") {
-          runner = MakeHostRunner(std::move(plan));
-        } else {
-          const int devices = std::max<int>(1, static_cast<int>(options.devices.size()));
-          const int streams = options.streams > 0 ? options.streams : std::max(1, (replicas + devices - 1) / devices);
-          DTLAB_ASSIGN_OR_RETURN(runner, MakeCudaRunner(std::move(plan), options.devices, streams));
-        }
-        description = runner->Description();
-        return MakeDeviceBackend(model, std::move(runner));
+        return made(model);
       };
     };
   };
@@ -305,7 +313,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
   on_device.record_digests = true;
   on_device.adjust_config = configure(true);
   DTLAB_ASSIGN_OR_RETURN(ScenarioResult device_result, RunScenario(scenario, on_device));
-  result.device = description;
+  result.device = description.empty() ? options.backend + " (no run of this scenario runs on it)" : description;
 
   for (std::size_t r = 0; r < device_result.runs.size(); ++r) {
     const RunResult& d = device_result.runs[r];

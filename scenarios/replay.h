@@ -20,6 +20,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +32,7 @@
 #include "core/status.h"
 #include "scenarios/scenario.h"
 #include "scenarios/scenario_runner.h"
+#include "sim/device_backend.h"
 
 namespace dtlab {
 
@@ -84,6 +87,14 @@ struct ReplayResult {
   std::int64_t steps_compared = 0, steps_failed = 0;
   bool passed = true;
 };
+
+/// The TrainConfig::make_compute_backend of `--backend NAME` ("cpu" gives none:
+/// the CPU's BatchRunner). Streams per GPU: `streams`, or with 0 enough for one
+/// per replica. The made backend's description goes to *description if not null
+/// (which must outlive the factory). InvalidArgument for an unknown name.
+StatusOr<std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequential<float>&)>> ComputeBackendFactory(
+    const std::string& backend, const std::vector<int>& devices, int streams, int replicas,
+    std::string* description = nullptr);
 
 /// Replays `scenario`. NotFound when the backend needs a GPU and there is none;
 /// InvalidArgument for bad options or a record of another scenario; errors of

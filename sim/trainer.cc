@@ -360,11 +360,11 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   }
   std::unique_ptr<ComputeBackend> compute;
   if (config.make_compute_backend) {
-    if (async)
+    DTLAB_ASSIGN_OR_RETURN(compute, config.make_compute_backend(*model));
+    if (compute && async)
       return Status::InvalidArgument("--backend: the parameter-server strategy runs on the CPU only; the device "
                                      "backends run the synchronous strategies");
-    DTLAB_ASSIGN_OR_RETURN(compute, config.make_compute_backend(*model));
-    cluster->set_compute_backend(compute.get());
+    if (compute) cluster->set_compute_backend(compute.get());
   }
   if (report.resumed_from_step >= 0) engine->ImportState(state);
   DistributedInputOptions input;

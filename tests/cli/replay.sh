@@ -59,6 +59,14 @@ for backend in "${backends[@]}"; do
   check_json fast.$backend "not any(s['within_bound'] or s['reference_within_bound'] for r in d['runs'] if r['name'] == 'per-replica' for s in r['steps'])"
 done
 
+# dtlab train --backend: the emulated device trains to the CPU's bits in exact mode.
+for backend in cpu emulated; do
+  expect_exit 0 train.$backend -- "$DTLAB" train --backend "$backend" --math exact --replicas 3 --steps 3 --epochs 1 --json
+done
+check_json train.emulated "d['weights_digest'] == json.load(open('$WORK/train.cpu.out'))['weights_digest']"
+expect_exit 2 train.bad-backend -- "$DTLAB" train --backend gpu --steps 1
+expect_contains train.bad-backend err "--backend must be cpu, emulated or cuda"
+
 # The human table: per-step verdicts and the nccl-tests columns.
 expect_exit 0 table -- "$DTLAB" replay empty-replicas --backend emulated --steps 1
 expect_contains table out "bitwise equal"
@@ -135,6 +143,8 @@ if [ "$has_gpu" = 0 ]; then
   expect_contains no-gpu err "no CUDA device"
   expect_exit 2 no-gpu-default -- "$DTLAB" replay flagship
   expect_contains no-gpu-default err "no CUDA device"
+  expect_exit 2 no-gpu-train -- "$DTLAB" train --backend cuda --steps 1
+  expect_contains no-gpu-train err "no CUDA device"
 else
   expect_exit 2 no-such-gpu -- "$DTLAB" replay short-final-batch --backend cuda --devices 99
   expect_contains no-such-gpu err "there is no CUDA device 99"
