@@ -107,10 +107,13 @@ def train(args):
         torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(1600, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    device = torch.device(args.device)
+    model = model.to(device)
+    images, labels = images.to(device), labels.to(device)
     kernels = [m.weight for m in model if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     n = images.shape[0] if args.steps <= 0 else min(images.shape[0], args.steps * args.batch)
-    order = torch.randperm(images.shape[0])[:n]
+    order = torch.randperm(images.shape[0])[:n].to(device)
     start = time.perf_counter()
     for begin in range(0, n, args.batch):
         idx = order[begin:begin + args.batch]
@@ -120,8 +123,11 @@ def train(args):
         loss = loss + L2 * sum((k * k).sum() for k in kernels)
         loss.backward()
         optimizer.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    print(json.dumps({"peer": f"pytorch {torch.__version__}", "batch": args.batch, "threads": args.threads,
+    print(json.dumps({"peer": f"pytorch {torch.__version__}", "device": args.device, "batch": args.batch,
+                      "threads": args.threads,
                       "images": n, "seconds": seconds, "images_per_second": n / seconds,
                       "seconds_per_epoch": seconds * images.shape[0] / n}))
     return 0
@@ -138,6 +144,7 @@ def main():
     t.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: one epoch)")
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    t.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU (bench/gpu_throughput.sh)")
     args = parser.parse_args()
     return check_dump(args.path) if args.command == "check-dump" else train(args)
 
