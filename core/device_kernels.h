@@ -13,7 +13,7 @@
 // [examples, features], convolution kernels HWIO, dense kernels [inputs, units].
 //
 // Fast mode uses the same per-example kernels and sums over examples in float, in
-// example order (the *Gradient kernels with `words` null).
+// example order (the *Gradient kernels with GradientOutput::words null).
 //
 // Thread safety: each call writes only its own output element.
 #pragma once
@@ -48,6 +48,53 @@ struct ConvShape {
   DTLAB_HOST_DEVICE Index outputs() const { return examples * out_height() * out_width() * filters; }
   DTLAB_HOST_DEVICE Index inputs() const { return examples * height * width * channels; }
   DTLAB_HOST_DEVICE Index kernel_size() const { return kernel_height * kernel_width * channels * filters; }
+};
+
+/// Where a gradient kernel writes element k: exact mode's normalized words at
+/// words[k * kExactWords], else the float sum at grads[k] and, if `magnitudes` is
+/// not null, the float sum of |term| at magnitudes[k] (fast mode's bound).
+struct GradientOutput {
+  std::int64_t* words;
+  float* grads;
+  float* magnitudes;
+};
+
+/// One gradient element's sum over examples, as GradientOutput says.
+class GradientSum {
+ public:
+  DTLAB_HOST_DEVICE explicit GradientSum(const GradientOutput& out) : out_(out) {}
+  DTLAB_HOST_DEVICE bool exact() const { return out_.words != nullptr; }
+  DTLAB_HOST_DEVICE bool wants_magnitude() const { return out_.magnitudes != nullptr; }
+  /// Adds one example's term (and, in fast mode, the sum of its |parts|).
+  DTLAB_HOST_DEVICE void Add(float term, float magnitude) {
+    if (exact())
+      ExactAddFloat(words_, term);
+    else
+      sum_ += term, magnitude_ += magnitude;
+  }
+  /// Adds the product a * b: exactly, or fused into the float sum.
+  DTLAB_HOST_DEVICE void AddProduct(float a, float b) {
+    if (exact()) {
+      ExactAddProduct(words_, a, b);
+    } else {
+      sum_ = Fma(a, b, sum_);
+      if (wants_magnitude()) magnitude_ = Fma(a < 0 ? -a : a, b < 0 ? -b : b, magnitude_);
+    }
+  }
+  DTLAB_HOST_DEVICE void Store(Index k) {
+    if (exact()) {
+      ExactCarry(words_);
+      for (int w = 0; w < kExactWords; ++w) out_.words[k * kExactWords + w] = words_[w];
+    } else {
+      out_.grads[k] = sum_;
+      if (wants_magnitude()) out_.magnitudes[k] = magnitude_;
+    }
+  }
+
+ private:
+  GradientOutput out_;
+  std::int64_t words_[kExactWords] = {};
+  float sum_ = 0.0f, magnitude_ = 0.0f;
 };
 
 /// y[e][oh][ow][f] = act(sum over (kh, kw, c) of x[e][oh+kh][ow+kw][c] * kernel[kh][kw][c][f], + bias[f]):
@@ -103,46 +150,32 @@ struct ConvInputGradient {
   }
 };
 
-/// The exact sum (or, with `words` null, the float sum in example order) over
-/// `examples` of each example's kernel-gradient term: the chain over output
-/// positions of x * dz (Conv2D::BackwardExact's per-example OrderedGemm).
-/// Element k = ((kh * KW + kw) * C + c) * F + f; writes normalized words at
-/// words[k * kExactWords] or the float at grads[k]; `magnitudes` (fast mode,
-/// optional) gets the float sum of |x| * |dz| over every term.
+/// The exact sum (or the float sum in example order) over `examples` of each
+/// example's kernel-gradient term: the chain over output positions of x * dz
+/// (Conv2D::BackwardExact's per-example OrderedGemm). Element
+/// k = ((kh * KW + kw) * C + c) * F + f.
 struct ConvKernelGradient {
   ConvShape s;
   const float* x;
   const float* dz;
-  std::int64_t* words;
-  float* grads;
-  float* magnitudes;
+  GradientOutput out;
   DTLAB_HOST_DEVICE void operator()(Index k) const {
     const Index f = k % s.filters, c = k / s.filters % s.channels;
     const Index kw = k / (s.filters * s.channels) % s.kernel_width, kh = k / (s.filters * s.channels * s.kernel_width);
-    std::int64_t acc[kExactWords] = {};
-    float sum = 0.0f, magnitude = 0.0f;
+    GradientSum sum(out);
     const Index oh_count = s.out_height(), ow_count = s.out_width();
     for (Index e = 0; e < s.examples; ++e) {
-      float term = 0.0f, term_magnitude = 0.0f;
+      float term = 0.0f, magnitude = 0.0f;
       for (Index oh = 0; oh < oh_count; ++oh)
         for (Index ow = 0; ow < ow_count; ++ow) {
           const float a = x[((e * s.height + oh + kh) * s.width + ow + kw) * s.channels + c];
           const float b = dz[((e * oh_count + oh) * ow_count + ow) * s.filters + f];
           term = Fma(a, b, term);
-          if (magnitudes) term_magnitude = Fma(a < 0 ? -a : a, b < 0 ? -b : b, term_magnitude);
+          if (sum.wants_magnitude()) magnitude = Fma(a < 0 ? -a : a, b < 0 ? -b : b, magnitude);
         }
-      if (words)
-        ExactAddFloat(acc, term);
-      else
-        sum += term, magnitude += term_magnitude;
+      sum.Add(term, magnitude);
     }
-    if (words) {
-      ExactCarry(acc);
-      for (int w = 0; w < kExactWords; ++w) words[k * kExactWords + w] = acc[w];
-    } else {
-      grads[k] = sum;
-      if (magnitudes) magnitudes[k] = magnitude;
-    }
+    sum.Store(k);
   }
 };
 
@@ -151,31 +184,19 @@ struct ConvKernelGradient {
 struct BiasGradient {
   Index examples, positions, units;
   const float* dz;  // [examples, positions, units]
-  std::int64_t* words;
-  float* grads;
-  float* magnitudes;
+  GradientOutput out;
   DTLAB_HOST_DEVICE void operator()(Index u) const {
-    std::int64_t acc[kExactWords] = {};
-    float sum = 0.0f, magnitude = 0.0f;
+    GradientSum sum(out);
     for (Index e = 0; e < examples; ++e) {
-      float term = 0.0f, term_magnitude = 0.0f;
+      float term = 0.0f, magnitude = 0.0f;
       for (Index p = 0; p < positions; ++p) {
         const float g = dz[(e * positions + p) * units + u];
         term += g;
-        term_magnitude += g < 0 ? -g : g;
+        magnitude += g < 0 ? -g : g;
       }
-      if (words)
-        ExactAddFloat(acc, term);
-      else
-        sum += term, magnitude += term_magnitude;
+      sum.Add(term, magnitude);
     }
-    if (words) {
-      ExactCarry(acc);
-      for (int w = 0; w < kExactWords; ++w) words[u * kExactWords + w] = acc[w];
-    } else {
-      grads[u] = sum;
-      if (magnitudes) magnitudes[u] = magnitude;
-    }
+    sum.Store(u);
   }
 };
 
@@ -217,29 +238,12 @@ struct DenseKernelGradient {
   Index examples, inputs, units;
   const float* x;
   const float* dz;
-  std::int64_t* words;
-  float* grads;
-  float* magnitudes;
+  GradientOutput out;
   DTLAB_HOST_DEVICE void operator()(Index k) const {
     const Index u = k % units, i = k / units;
-    std::int64_t acc[kExactWords] = {};
-    float sum = 0.0f, magnitude = 0.0f;
-    for (Index e = 0; e < examples; ++e) {
-      const float a = x[e * inputs + i], b = dz[e * units + u];
-      if (words) {
-        ExactAddProduct(acc, a, b);
-      } else {
-        sum = Fma(a, b, sum);
-        if (magnitudes) magnitude = Fma(a < 0 ? -a : a, b < 0 ? -b : b, magnitude);
-      }
-    }
-    if (words) {
-      ExactCarry(acc);
-      for (int w = 0; w < kExactWords; ++w) words[k * kExactWords + w] = acc[w];
-    } else {
-      grads[k] = sum;
-      if (magnitudes) magnitudes[k] = magnitude;
-    }
+    GradientSum sum(out);
+    for (Index e = 0; e < examples; ++e) sum.AddProduct(x[e * inputs + i], dz[e * units + u]);
+    sum.Store(k);
   }
 };
 

@@ -34,26 +34,6 @@ inline constexpr std::int64_t kExactNegInfUnit = 1;
 // adding the zero would (about 2x, in the many-accumulator bench).
 namespace exact_internal {
 
-inline DTLAB_HOST_DEVICE std::uint32_t FloatBits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x);
-#else
-  std::uint32_t bits;
-  __builtin_memcpy(&bits, &x, sizeof bits);
-  return bits;
-#endif
-}
-
-inline DTLAB_HOST_DEVICE std::uint64_t DoubleBits(double x) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<std::uint64_t>(__double_as_longlong(x));
-#else
-  std::uint64_t bits;
-  __builtin_memcpy(&bits, &x, sizeof bits);
-  return bits;
-#endif
-}
-
 // Adds +digit or -digit to `word`: sign_mask is 0 or -1 (all ones), and
 // (digit ^ -1) - (-1) = -digit.
 inline DTLAB_HOST_DEVICE void AddSignedDigit(std::int64_t& word, std::uint64_t digit, std::int64_t sign_mask) {
@@ -86,11 +66,11 @@ inline DTLAB_HOST_DEVICE void ExactAddNonFinite(std::int64_t* words, std::uint64
 
 /// words += x. REQUIRES: `words` has kExactWords entries.
 inline DTLAB_HOST_DEVICE void ExactAddFloat(std::int64_t* words, float x) {
-  const std::uint32_t bits = exact_internal::FloatBits(x);
+  const std::uint32_t bits = FloatToBits(x);
   // One test for the rare cases: |bits| - 1 wraps around for +-0 and is at least
   // 0x7f7fffff exactly for the infinities and NaNs (exponent field 0xff).
   if ((bits & 0x7fffffffu) - 1 >= 0x7f7fffffu) [[unlikely]] {
-    if ((bits & 0x7fffffffu) != 0) ExactAddNonFinite(words, exact_internal::DoubleBits(static_cast<double>(x)));
+    if ((bits & 0x7fffffffu) != 0) ExactAddNonFinite(words, DoubleToBits(static_cast<double>(x)));
     return;
   }
   const auto [significand, lsb_exponent] = exact_internal::DecodeFiniteFloat(bits);
@@ -109,10 +89,10 @@ inline DTLAB_HOST_DEVICE void ExactAddFloat(std::int64_t* words, float x) {
 /// words += a * b, the exact product (as computed in double, where it is exact:
 /// non-finite operands give the double product's NaN or infinity, inf * 0 = NaN).
 inline DTLAB_HOST_DEVICE void ExactAddProduct(std::int64_t* words, float a, float b) {
-  const std::uint32_t a_bits = exact_internal::FloatBits(a);
-  const std::uint32_t b_bits = exact_internal::FloatBits(b);
+  const std::uint32_t a_bits = FloatToBits(a);
+  const std::uint32_t b_bits = FloatToBits(b);
   if (((a_bits & 0x7f800000u) == 0x7f800000u) | ((b_bits & 0x7f800000u) == 0x7f800000u)) [[unlikely]] {
-    ExactAddNonFinite(words, exact_internal::DoubleBits(static_cast<double>(a) * static_cast<double>(b)));
+    ExactAddNonFinite(words, DoubleToBits(static_cast<double>(a) * static_cast<double>(b)));
     return;
   }
   const auto [a_significand, a_lsb_exponent] = exact_internal::DecodeFiniteFloat(a_bits);

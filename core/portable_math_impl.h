@@ -27,37 +27,7 @@
 namespace dtlab::portable {
 namespace portable_math_detail {
 
-// Bit casts that compile on the host and in CUDA device code: std::bit_cast is not
-// available in device code, and CUDA has its own intrinsics for this.
-inline DTLAB_HOST_DEVICE std::uint64_t DoubleToBits(double x) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<std::uint64_t>(__double_as_longlong(x));
-#else
-  std::uint64_t bits;
-  __builtin_memcpy(&bits, &x, sizeof bits);
-  return bits;
-#endif
-}
-
-inline DTLAB_HOST_DEVICE double DoubleFromBits(std::uint64_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(bits));
-#else
-  double x;
-  __builtin_memcpy(&x, &bits, sizeof x);
-  return x;
-#endif
-}
-
-inline DTLAB_HOST_DEVICE float FloatFromBits(std::uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float x;
-  __builtin_memcpy(&x, &bits, sizeof x);
-  return x;
-#endif
-}
+// DoubleToBits and friends: core/host_device.h's bit casts, for host and device.
 
 // sum + error (|error| <= half an ulp of sum, as Fast2Sum leaves it) rounded to a
 // normal float. Rounding sum alone is correct unless sum lies exactly on a

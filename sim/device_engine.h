@@ -228,8 +228,8 @@ class DeviceEngine {
     float* magnitudes = job.magnitudes ? Get<float>(lane, kMagnitudes, static_cast<std::size_t>(values)) : nullptr;
     auto at = [&](std::size_t p) {
       const Index offset = plan_.parameter_offsets[p];
-      return Outputs{words ? words + offset * kExactWords : nullptr, grads ? grads + offset : nullptr,
-                     magnitudes ? magnitudes + offset : nullptr};
+      return kernels::GradientOutput{words ? words + offset * kExactWords : nullptr, grads ? grads + offset : nullptr,
+                                     magnitudes ? magnitudes + offset : nullptr};
     };
     float* dy = dlogits;
     for (std::size_t l = plan_.layers.size(); l-- > 0;) {
@@ -248,23 +248,18 @@ class DeviceEngine {
         case DeviceLayer::Kind::kConv: {
           const kernels::ConvShape s = Shape(layer, n);
           if (layer.relu) device_.Launch(lane, s.outputs(), kernels::ReluGradient{activations[l + 1], dy});
-          const Outputs kernel = at(layer.parameter), bias = at(layer.parameter + 1);
-          device_.Launch(lane, s.kernel_size(),
-                         kernels::ConvKernelGradient{s, x, dy, kernel.words, kernel.grads, kernel.magnitudes});
+          device_.Launch(lane, s.kernel_size(), kernels::ConvKernelGradient{s, x, dy, at(layer.parameter)});
           device_.Launch(lane, s.filters,
-                         kernels::BiasGradient{n, s.out_height() * s.out_width(), s.filters, dy, bias.words,
-                                               bias.grads, bias.magnitudes});
+                         kernels::BiasGradient{n, s.out_height() * s.out_width(), s.filters, dy,
+                                               at(layer.parameter + 1)});
           if (dx) device_.Launch(lane, s.inputs(), kernels::ConvInputGradient{s, dy, param(layer.parameter), dx});
           break;
         }
         case DeviceLayer::Kind::kDense: {
           const Index inputs = layer.in_size(), units = layer.out_c;
           if (layer.relu) device_.Launch(lane, n * units, kernels::ReluGradient{activations[l + 1], dy});
-          const Outputs kernel = at(layer.parameter), bias = at(layer.parameter + 1);
-          device_.Launch(lane, inputs * units,
-                         kernels::DenseKernelGradient{n, inputs, units, x, dy, kernel.words, kernel.grads,
-                                                      kernel.magnitudes});
-          device_.Launch(lane, units, kernels::BiasGradient{n, 1, units, dy, bias.words, bias.grads, bias.magnitudes});
+          device_.Launch(lane, inputs * units, kernels::DenseKernelGradient{n, inputs, units, x, dy, at(layer.parameter)});
+          device_.Launch(lane, units, kernels::BiasGradient{n, 1, units, dy, at(layer.parameter + 1)});
           if (dx) device_.Launch(lane, n * inputs, kernels::DenseInputGradient{n, inputs, units, dy, param(layer.parameter), dx});
           break;
         }
@@ -276,12 +271,6 @@ class DeviceEngine {
     if (grads) device_.CopyOut(lane, job.grads, grads, sizeof(float) * static_cast<std::size_t>(values));
     if (magnitudes) device_.CopyOut(lane, job.magnitudes, magnitudes, sizeof(float) * static_cast<std::size_t>(values));
   }
-
-  struct Outputs {
-    std::int64_t* words;
-    float* grads;
-    float* magnitudes;
-  };
 
   static kernels::ConvShape Shape(const DeviceLayer& layer, Index n) {
     return {n, layer.in_h, layer.in_w, layer.in_c, layer.kernel_h, layer.kernel_w, layer.out_c, layer.relu};
