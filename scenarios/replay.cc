@@ -160,6 +160,24 @@ ReplayAllReduce MeasureHostAllReduce(int replicas, std::int64_t elements) {
   return m;
 }
 
+// The all-reduce line: on the GPUs for the cuda backend, else the CPU's ring.
+StatusOr<ReplayAllReduce> MeasureAllReduce(const ReplayOptions& options, int replicas, std::int64_t elements) {
+  if (options.backend != "cuda") return MeasureHostAllReduce(replicas, elements);
+  DTLAB_ASSIGN_OR_RETURN(const AllReduceMeasurement m, MeasureCudaAllReduce(options.devices, replicas, elements));
+  return ReplayAllReduce{m.method, replicas, m.bytes, m.seconds, m.algbw, m.busbw, m.wrong};
+}
+
+// One side of the replay: every run of the scenario, with digests.
+StatusOr<ScenarioResult> RunSide(const Scenario& scenario, const ReplayOptions& options,
+                                 std::function<void(TrainConfig&)> adjust) {
+  ScenarioRunOptions run;
+  run.observer = options.observer;
+  run.datasets_root = options.datasets_root;
+  run.record_digests = true;
+  run.adjust_config = std::move(adjust);
+  return RunScenario(scenario, run);
+}
+
 std::vector<std::vector<bool>> PassFlags(const ScenarioResult& result) {
   std::vector<std::vector<bool>> flags;
   for (const RunResult& r : result.runs) {
@@ -233,15 +251,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
     DTLAB_ASSIGN_OR_RETURN(const auto seed_model, MakeModel<float>("seed-cnn", {28, 28, 1}, 10));
     const std::int64_t kSeedModelValues = seed_model->num_parameter_values();
     result.reference = "nothing: the scenario trains nothing (its checks compute on the CPU); the all-reduce alone";
-    if (options.backend == "cuda") {
-      auto m = MeasureCudaAllReduce(options.devices, replicas, kSeedModelValues * kExactWords);
-      if (!m.ok()) return m.status();
-      result.device = "cuda";
-      result.all_reduce = ReplayAllReduce{m->method, replicas, m->bytes, m->seconds, m->algbw, m->busbw, m->wrong};
-    } else {
-      result.device = options.backend == "cpu" ? "cpu" : "emulated: the device kernels on the CPU";
-      result.all_reduce = MeasureHostAllReduce(replicas, kSeedModelValues * kExactWords);
-    }
+    result.device = options.backend;
+    DTLAB_ASSIGN_OR_RETURN(result.all_reduce, MeasureAllReduce(options, replicas, kSeedModelValues * kExactWords));
     result.passed = result.all_reduce->wrong == 0;
     return result;
   }
@@ -274,12 +285,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
     DTLAB_ASSIGN_OR_RETURN(reference, ReadRecord(options.against, scenario_name, options));
     result.reference = "the record " + options.against;
   } else {
-    ScenarioRunOptions cpu;
-    cpu.observer = options.observer;
-    cpu.datasets_root = options.datasets_root;
-    cpu.record_digests = true;
-    cpu.adjust_config = configure(false);
-    DTLAB_ASSIGN_OR_RETURN(ScenarioResult cpu_result, RunScenario(scenario, cpu));
+    DTLAB_ASSIGN_OR_RETURN(ScenarioResult cpu_result, RunSide(scenario, options, configure(false)));
     reference = SideOf(cpu_result);
     result.reference = exact ? "the CPU, in this process"
                              : "the CPU's exact one-device gradient of each step, within the float bound; the CPU's "
@@ -307,12 +313,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
     return result;
   }
 
-  ScenarioRunOptions on_device;
-  on_device.observer = options.observer;
-  on_device.datasets_root = options.datasets_root;
-  on_device.record_digests = true;
-  on_device.adjust_config = configure(true);
-  DTLAB_ASSIGN_OR_RETURN(ScenarioResult device_result, RunScenario(scenario, on_device));
+  DTLAB_ASSIGN_OR_RETURN(ScenarioResult device_result, RunSide(scenario, options, configure(true)));
   result.device = description.empty() ? options.backend + " (no run of this scenario runs on it)" : description;
 
   for (std::size_t r = 0; r < device_result.runs.size(); ++r) {
@@ -382,14 +383,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
     for (const ReplayStep& s : run.steps) result.steps_compared += 1, result.steps_failed += !s.passed;
   }
 
-  const int replicas = std::max(main_replicas, 1);
-  if (options.backend == "cuda") {
-    auto m = MeasureCudaAllReduce(options.devices, replicas, parameter_values * kExactWords);
-    if (!m.ok()) return m.status();
-    result.all_reduce = ReplayAllReduce{m->method, replicas, m->bytes, m->seconds, m->algbw, m->busbw, m->wrong};
-  } else {
-    result.all_reduce = MeasureHostAllReduce(replicas, parameter_values * kExactWords);
-  }
+  DTLAB_ASSIGN_OR_RETURN(result.all_reduce,
+                         MeasureAllReduce(options, std::max(main_replicas, 1), parameter_values * kExactWords));
   if (result.all_reduce->wrong != 0) result.passed = false;
   return result;
 }
