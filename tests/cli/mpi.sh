@@ -5,7 +5,8 @@
 # all-reduce algorithm and sharding policy), and both pass the one-device reference
 # check; exact mode also equals one device. Then: chief checkpoints (workertemp_N
 # deleted), resuming, --backup-dir, a stalled rank (collective timeout, exit 3), a
-# peer that never starts (the MPI_Init watchdog), and
+# peer that never starts (the MPI_Init watchdog), the emulated device backend on
+# every rank, and
 # clear errors for a bad or inconsistent TF_CONFIG, a missing chief, --workers that
 # do not match the world, and ranks started with different arguments.
 source "$(dirname "$0")/lib.bash"
@@ -134,4 +135,9 @@ expect_exit 2 drop_under_mpi -- mpi 2 "${COMMON[@]}" --inject-fault drop:replica
 expect_contains drop_under_mpi err "under MPI the messages are real"
 expect_exit 2 rpw_without_mpi -- "$DTLAB" train --replicas-per-worker 2 "${COMMON[@]}"
 expect_contains rpw_without_mpi err "--replicas-per-worker is for runs under mpirun"
+# A device backend under mpirun: each rank's replicas compute with the device kernels
+# (emulated here; cuda on a GPU machine) and the job still ends with the CPU's bits.
+expect_exit 0 backend.mpi -- mpi 2 --replicas-per-worker 2 --math exact --backend emulated "${COMMON[@]}" --json
+expect_exit 0 backend.sim -- sim --workers 2 --replicas 4 --math exact "${COMMON[@]}" --json
+expect_same_digest backend.mpi backend.sim
 finish
