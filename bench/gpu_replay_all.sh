@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Replays every built-in scenario on the GPU (docs/gpu.md), exact mode with 1 stream
-# and with 4 streams, then fast mode, and prints one line per replay: the table the
-# docs record with the device name. Usage: bench/gpu_replay_all.sh [DTLAB] [STEPS]
+# Replays every built-in scenario on the GPU (docs/gpu.md): exact mode with 1 stream,
+# with 4 streams, and with the cluster cut to 1 replica (--set cluster.replicas=1),
+# then fast mode; one line per replay: the table the docs record with the device name. Usage: bench/gpu_replay_all.sh [DTLAB] [STEPS]
 #   BACKEND=emulated bench/gpu_replay_all.sh ...  tries it without a GPU
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,13 +14,16 @@ limit=()
 "$dtlab" devices --json | python3 -c "import json,sys; [print('GPU', d['index'], d['name']) for d in json.load(sys.stdin)['devices']]"
 scenarios=$("$dtlab" list --json | python3 -c "import json,sys; print(' '.join(s['name'] for s in json.load(sys.stdin)['scenarios']))")
 echo
-echo "| scenario | mode | streams | steps compared | differ | all-reduce method | busbw GB/s | #wrong | exit |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| scenario | mode | streams | replicas | steps compared | differ | all-reduce method | busbw GB/s | #wrong | exit |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 worst=0
 for s in $scenarios; do
-  for variant in "exact 1" "exact 4" "fast 0"; do
+  for variant in "exact 1 as-is" "exact 4 as-is" "exact 0 1" "fast 0 as-is"; do
     set -- $variant
-    out=$("$dtlab" replay "$s" --backend "$backend" --math "$1" --streams "$2" "${limit[@]}" --json --no-progress)
+    replicas=()
+    [ "$3" != as-is ] && replicas=(--set "cluster.replicas=$3")
+    out=$("$dtlab" replay "$s" --backend "$backend" --math "$1" --streams "$2" "${replicas[@]}" "${limit[@]}" --json \
+      --no-progress)
     code=$?
     [ $code -gt $worst ] && worst=$code
     echo "$out" | python3 -c "
@@ -28,9 +31,9 @@ import json, sys
 try:
     d = json.load(sys.stdin)
 except Exception:
-    print('| $s | $1 | $2 | - | - | - | - | - | $code |'); sys.exit()
+    print('| $s | $1 | $2 | $3 | - | - | - | - | - | $code |'); sys.exit()
 a = d.get('all_reduce', {})
-print(f\"| $s | $1 | $2 | {d['steps_compared']} | {d['steps_failed']} | {a.get('method', '-')} | {a.get('busbw_gbps', 0):.1f} | {a.get('wrong', '-')} | $code |\")"
+print(f\"| $s | $1 | $2 | $3 | {d['steps_compared']} | {d['steps_failed']} | {a.get('method', '-')} | {a.get('busbw_gbps', 0):.1f} | {a.get('wrong', '-')} | $code |\")"
   done
 done
 exit $worst

@@ -69,7 +69,8 @@ void PrintReplay(const ReplayResult& r) {
         if (!s.passed) {
           verdict = "DIFFERS:";
           if (s.reference_loss != s.device_loss) verdict += " loss";
-          if (s.reference_gradient != s.device_gradient) verdict += " gradient";
+          if (s.reference_gradient != s.device_gradient)
+            verdict += s.first_differing_variable.empty() ? " gradient" : " gradient (" + s.first_differing_variable + ")";
           if (s.reference_weights != s.device_weights) verdict += " weights";
         }
         std::printf("%-16s %5lld  %-15.8e %-16s %-16s %s\n", run.name.c_str(), static_cast<long long>(s.step),
@@ -119,6 +120,8 @@ int ReplayCommand(const std::vector<std::string>& args) {
       ("streams", po::value(&replay.streams)->default_value(0), "CUDA streams per GPU (0: one per replica)")
       ("math", po::value(&math)->default_value("exact"), "exact (bitwise verdicts) or fast (within the float bound)")
       ("steps", po::value(&replay.max_steps)->default_value(-1), "stop each run after this many steps (default: all)")
+      ("set", po::value(&replay.sets)->composing(),
+       "change the scenario: KEY=VALUE as in the file, e.g. cluster.replicas=1 (repeatable; as dtlab run --set)")
       ("record", po::value(&replay.record), "store the CPU run's per-step digests in this file (exact mode)")
       ("against", po::value(&replay.against), "compare with the digests of this record instead of a CPU run")
       ("json", "print the result as JSON")
@@ -149,7 +152,7 @@ int ReplayCommand(const std::vector<std::string>& args) {
   replay.devices = *devices;
   auto path = ResolveScenarioPath(file);
   if (!path.ok()) return ReportError("replay", path.status());
-  auto scenario = LoadScenario(*path);
+  auto scenario = LoadScenario(*path, replay.sets);
   if (!scenario.ok()) return ReportError("replay", scenario.status());
 
   ProgressLine line(!values.count("no-progress") && isatty(STDERR_FILENO));

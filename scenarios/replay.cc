@@ -62,13 +62,17 @@ json RecordJson(const std::string& scenario, const ReplayOptions& options, const
   json runs = json::array();
   for (std::size_t r = 0; r < side.names.size(); ++r) {
     json steps = json::array();
-    for (const StepMetrics& m : side.steps[r])
+    for (const StepMetrics& m : side.steps[r]) {
+      json variables = json::array();
+      for (const std::uint64_t d : m.variable_gradient_digests) variables.push_back(Hex(d, 16));
       steps.push_back({{"step", m.step}, {"loss", Hex(FloatBits(m.loss), 8)}, {"loss_value", m.loss},
-                       {"gradient", Hex(m.gradient_digest, 16)}, {"weights", Hex(m.weights_digest, 16)}});
+                       {"gradient", Hex(m.gradient_digest, 16)}, {"weights", Hex(m.weights_digest, 16)},
+                       {"variable_gradients", std::move(variables)}});
+    }
     runs.push_back({{"name", side.names[r]}, {"status", side.statuses[r]}, {"steps", std::move(steps)}});
   }
-  return {{"format", kRecordFormat}, {"version", 1},       {"scenario", scenario},
-          {"math", "exact"},         {"max_steps", options.max_steps}, {"runs", std::move(runs)}};
+  return {{"format", kRecordFormat},  {"version", 1}, {"scenario", scenario}, {"math", "exact"},
+          {"max_steps", options.max_steps}, {"set", options.sets}, {"runs", std::move(runs)}};
 }
 
 Status WriteRecord(const std::string& path, const json& record) {
@@ -106,6 +110,9 @@ StatusOr<Side> ReadRecord(const std::string& path, const std::string& scenario, 
       return Status::InvalidArgument(where + "the record was made with --steps " +
                                      std::to_string(record.value("max_steps", std::int64_t{-1})) + ", this replay has " +
                                      std::to_string(options.max_steps) + "; use the same --steps");
+    if (record.value("set", std::vector<std::string>{}) != options.sets)
+      return Status::InvalidArgument(where + "the record was made with other --set values (" +
+                                     record.value("set", json::array()).dump() + "); use the same");
     Side side;
     for (const json& run : record.at("runs")) {
       side.names.push_back(run.at("name").get<std::string>());
@@ -117,6 +124,8 @@ StatusOr<Side> ReadRecord(const std::string& path, const std::string& scenario, 
         m.loss = FloatFromHex(s.at("loss").get<std::string>());
         m.gradient_digest = std::stoull(s.at("gradient").get<std::string>(), nullptr, 16);
         m.weights_digest = std::stoull(s.at("weights").get<std::string>(), nullptr, 16);
+        for (const json& d : s.value("variable_gradients", json::array()))
+          m.variable_gradient_digests.push_back(std::stoull(d.get<std::string>(), nullptr, 16));
         steps.push_back(m);
       }
       side.steps.push_back(std::move(steps));
@@ -258,6 +267,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
   }
 
   std::int64_t parameter_values = 0;
+  std::vector<std::string> variable_names;  // of the last run's model
   int main_replicas = 0;
   std::string description = options.backend == "cpu" ? "cpu: BatchRunner (Eigen, ordered GEMMs)" : "";
   auto configure = [&](bool device) {
@@ -273,6 +283,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
                                            config.cluster.replicas, &description);
       config.make_compute_backend = [&, made = *factory](const Sequential<float>& model) {  // the name was checked
         parameter_values = model.num_parameter_values();
+        variable_names.clear();
+        for (const ModelParameter& p : model.parameters()) variable_names.push_back(p.name);
         return made(model);
       };
     };
@@ -340,6 +352,14 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
           step.reference_weights = c.weights_digest;
           step.passed = c.step == m.step && FloatBits(c.loss) == FloatBits(m.loss) &&
                         c.gradient_digest == m.gradient_digest && c.weights_digest == m.weights_digest;
+          // Name the first variable whose gradient differs: where to look first.
+          for (std::size_t v = 0; v < m.variable_gradient_digests.size() && v < c.variable_gradient_digests.size() &&
+                                  v < variable_names.size();
+               ++v)
+            if (m.variable_gradient_digests[v] != c.variable_gradient_digests[v]) {
+              step.first_differing_variable = variable_names[v];
+              break;
+            }
         }
         run.steps.push_back(step);
       }
@@ -372,7 +392,10 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
     for (const ReplayStep& s : run.steps)
       if (!s.passed && run.problem.empty())
         run.problem = "step " + std::to_string(s.step) +
-                      (exact ? " differs from the reference"
+                      (exact ? " differs from the reference" +
+                                   (s.first_differing_variable.empty()
+                                        ? std::string()
+                                        : " (first in the gradient of " + s.first_differing_variable + ")")
                              : s.within_bound ? " is within the bound on the device but not on the CPU"
                                               : " is outside the float bound of the reference, where the CPU's is not");
     run.passed = run.problem.empty();
@@ -404,6 +427,7 @@ json ReplayToJson(const ReplayResult& result) {
                        {"bound_fraction", s.bound_fraction},
                        {"within_bound", s.within_bound},
                        {"reference_within_bound", s.reference_within_bound},
+                       {"first_differing_variable", s.first_differing_variable},
                        {"passed", s.passed}});
     runs.push_back({{"name", run.name},
                     {"cpu_only", run.cpu_only},

@@ -45,6 +45,7 @@ struct ReplayOptions {
   std::string against;           // a record file to compare with instead of a CPU run
   std::string record;            // where to store the CPU run's digests (exact mode)
   std::string datasets_root;
+  std::vector<std::string> sets;  // the --set overrides the scenario was loaded with (a record keeps them)
   ScenarioObserver* observer = nullptr;
 };
 
@@ -57,6 +58,7 @@ struct ReplayStep {
   double bound_fraction = 0;  // fast mode: the worst |device - reference| / bound
   bool within_bound = true, reference_within_bound = true;  // fast mode: the device's and the CPU's verdicts
   bool passed = false;
+  std::string first_differing_variable;  // exact mode: the first variable whose gradient differs (if known)
 };
 
 struct ReplayRun {

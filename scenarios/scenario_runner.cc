@@ -90,7 +90,10 @@ class Recorder final : public TrainObserver {
       m.max_bound_fraction = r.result->check->max_bound_fraction;
       if (!m.passed && first_failure.empty()) first_failure = r.result->check->explanation;
     }
-    if (digests_ && r.reduced_gradient) m.gradient_digest = WeightsDigest(*r.reduced_gradient);
+    if (digests_ && r.reduced_gradient) {
+      m.gradient_digest = WeightsDigest(*r.reduced_gradient);
+      for (const Tensor<float>& g : *r.reduced_gradient) m.variable_gradient_digests.push_back(WeightsDigest({g}));
+    }
     if (digests_ && r.variables) m.weights_digest = WeightsDigest(*r.variables);
     m.compute_seconds = r.compute_seconds;
     for (const auto& c : r.collectives) m.collectives.emplace_back(c.name, c.seconds);

@@ -36,6 +36,7 @@ struct StepMetrics {
   // With ScenarioRunOptions::record_digests: WeightsDigest of the reduced gradient
   // and of the variables after the step (dtlab replay compares them).
   std::uint64_t gradient_digest = 0, weights_digest = 0;
+  std::vector<std::uint64_t> variable_gradient_digests;  // per variable, in model order
 };
 
 struct RunResult {

@@ -86,7 +86,7 @@ expect_contains ps out "parameter servers run on the CPU only"
 expect_exit 0 record -- "$DTLAB" replay short-final-batch --backend cpu --steps 2 --record "$WORK/record.json"
 expect_contains record out "PASS: 6 steps compared"
 check_json_file() { python3 -c "import json,sys; d=json.load(open('$1')); sys.exit(0 if ($2) else 1)" || fail "$1: expected $2"; CHECKS=$((CHECKS + 1)); }
-check_json_file "$WORK/record.json" "d['format'] == 'dtlab-replay-record' and [len(r['steps']) for r in d['runs']] == [2, 2, 2]"
+check_json_file "$WORK/record.json" "d['format'] == 'dtlab-replay-record' and [len(r['steps']) for r in d['runs']] == [2, 2, 2] and all(len(s['variable_gradients']) == 8 for r in d['runs'] for s in r['steps'])"
 expect_exit 0 against -- "$DTLAB" replay short-final-batch --backend emulated --steps 2 --against "$WORK/record.json" --json
 check_json against "d['passed'] and d['steps_compared'] == 6 and d['reference'].startswith('the record')"
 python3 - "$WORK/record.json" "$WORK/tampered.json" <<'PY'
@@ -94,12 +94,17 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 step = d['runs'][1]['steps'][1]
 step['weights'] = '%016x' % (int(step['weights'], 16) ^ 1)
+step = d['runs'][0]['steps'][0]  # a gradient that differs in conv2d_1/kernel (the third variable)
+step['gradient'] = '%016x' % (int(step['gradient'], 16) ^ 1)
+step['variable_gradients'][2] = '%016x' % (int(step['variable_gradients'][2], 16) ^ 1)
 json.dump(d, open(sys.argv[2], 'w'))
 PY
 expect_exit 1 tampered -- "$DTLAB" replay short-final-batch --backend emulated --steps 2 --against "$WORK/tampered.json"
 expect_contains tampered out "default              2"
 expect_contains tampered out "DIFFERS: weights"
-expect_contains tampered out "FAIL: 6 steps compared, 1 differ"
+expect_contains tampered out "DIFFERS: gradient (conv2d_1/kernel)"
+expect_contains tampered out "step 1 differs from the reference (first in the gradient of conv2d_1/kernel)"
+expect_contains tampered out "FAIL: 6 steps compared, 2 differ"
 expect_exit 2 other-steps -- "$DTLAB" replay short-final-batch --backend emulated --steps 3 --against "$WORK/record.json"
 expect_contains other-steps err "the record was made with --steps 2, this replay has 3"
 echo '{"format": "dtlab-replay-record", "version": 1, "scenario": "short-final-batch", "max_steps": 2, "runs": 7}' >"$WORK/damaged.json"
@@ -107,6 +112,11 @@ expect_exit 2 damaged -- "$DTLAB" replay short-final-batch --backend emulated --
 expect_contains damaged err "damaged record"
 expect_exit 2 other-scenario -- "$DTLAB" replay empty-replicas --backend emulated --steps 2 --against "$WORK/record.json"
 expect_contains other-scenario err "the record is of scenario 'short-final-batch', not 'empty-replicas'"
+expect_exit 2 other-set -- "$DTLAB" replay short-final-batch --backend emulated --steps 2 --against "$WORK/record.json" --set cluster.replicas=2
+expect_contains other-set err "the record was made with other --set values"
+# --set changes the scenario as dtlab run's does: one replica.
+expect_exit 0 one-replica -- "$DTLAB" replay empty-replicas --backend emulated --steps 1 --set cluster.replicas=1 --json
+check_json one-replica "d['passed'] and d['all_reduce']['replicas'] == 1"
 expect_exit 2 no-record -- "$DTLAB" replay short-final-batch --backend emulated --against "$WORK/missing.json"
 expect_exit 2 record-unwritable -- "$DTLAB" replay short-final-batch --backend cpu --steps 1 --record "$WORK/no/such/dir/r.json"
 [ ! -e "$WORK/no/such/dir/r.json.tmp" ] || fail "a half-written record was left behind"
