@@ -458,7 +458,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     return ReportError("train", Status::InvalidArgument("--replicas-per-worker is for runs under mpirun (docs/mpi.md); "
                                                         "in one process use --workers and --replicas"));
   if (Status status = config.Validate(); !status.ok()) return ReportError(command, status);
-  if (backend != "cpu") {
+  if (backend != "cpu" || !devices_text.empty() || streams != 0) {
     auto devices = ParseDeviceList(devices_text);
     if (!devices.ok()) return ReportError(command, devices.status());
     auto factory = ComputeBackendFactory(backend, *devices, streams, config.cluster.replicas);

@@ -202,6 +202,8 @@ StatusOr<std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequentia
     const std::string& backend, const std::vector<int>& devices, int streams, int replicas, std::string* description) {
   using Made = StatusOr<std::unique_ptr<ComputeBackend>>;
   using Factory = std::function<Made(const Sequential<float>&)>;
+  if (backend != "cuda" && (!devices.empty() || streams != 0))
+    return Status::InvalidArgument("--devices and --streams choose GPUs and CUDA streams: they go with --backend cuda");
   if (backend == "cpu") return Factory([](const Sequential<float>&) -> Made { return std::unique_ptr<ComputeBackend>(); });
   if (backend != "emulated" && backend != "cuda")
     return Status::InvalidArgument("--backend must be cpu, emulated or cuda, got '" + backend + "'");
@@ -237,7 +239,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
   if (options.backend == "cpu" && !exact)
     return Status::InvalidArgument("--backend cpu --math fast compares nothing: fast mode checks a device against the "
                                    "CPU's exact gradient; pick --backend emulated or cuda");
-  if (options.streams < 0) return Status::InvalidArgument("--streams must be at least 1");
+  DTLAB_RETURN_IF_ERROR(ComputeBackendFactory(options.backend, options.devices, options.streams, 1).status());
   ReplayResult result;
   result.scenario = scenario_name;
   result.math = options.math;
@@ -279,8 +281,9 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
       if (main_replicas == 0) main_replicas = config.cluster.replicas;
       // Parameter servers run on the CPU only (asynchronous updates).
       const bool on_device = device && config.cluster.strategy != StrategyKind::kParameterServer;
-      auto factory = ComputeBackendFactory(on_device ? options.backend : "cpu", options.devices, options.streams,
-                                           config.cluster.replicas, &description);
+      auto factory = on_device ? ComputeBackendFactory(options.backend, options.devices, options.streams,
+                                                       config.cluster.replicas, &description)
+                               : ComputeBackendFactory("cpu", {}, 0, config.cluster.replicas);
       config.make_compute_backend = [&, made = *factory](const Sequential<float>& model) {  // the name was checked
         parameter_values = model.num_parameter_values();
         variable_names.clear();
