@@ -494,7 +494,9 @@ int TrainCommand(const std::vector<std::string>& args) {
                  std::string(AllReduceAlgorithmName(config.cluster.all_reduce)).c_str(),
                  static_cast<unsigned long long>(report->weights_digest));
   if (json) {
-    std::cout << ToJson(config, *report).dump(2) << std::endl;
+    nlohmann::json out = ToJson(config, *report);
+    out["backend"] = backend;
+    std::cout << out.dump(2) << std::endl;
   } else {
     std::fprintf(human, "Trained %lld steps in %.1f s (%.0f images/s); final test accuracy %.2f%%\n",
                  static_cast<long long>(report->steps), report->seconds, report->images_per_second,

@@ -12,7 +12,7 @@ expect_contains train_help out "--backup-dir"
 expect_exit 0 eval_help -- "$DTLAB" eval --help
 expect_contains eval_help out "--checkpoint-dir"
 expect_contains help out "dtlab run flagship"
-for command in run list lesson check cluster; do
+for command in run list lesson check cluster replay devices; do
   expect_exit 0 "${command}_help" -- "$DTLAB" "$command" --help
   expect_contains "${command}_help" out "Usage: dtlab $command"
 done
@@ -20,6 +20,10 @@ expect_contains run_help out "--set"
 expect_contains run_help out "--report"
 expect_contains lesson_help out "--no-interactive"
 expect_contains lesson_help out "--html"
+expect_contains help out "replay"
+expect_contains help out "devices"
+expect_contains replay_help out "--against"
+expect_contains train_help out "--backend"
 expect_exit 2 no_command -- "$DTLAB"
 expect_exit 2 unknown_command -- "$DTLAB" frobnicate
 expect_contains unknown_command err "unknown command 'frobnicate'"

@@ -63,7 +63,7 @@ done
 for backend in cpu emulated; do
   expect_exit 0 train.$backend -- "$DTLAB" train --backend "$backend" --math exact --replicas 3 --steps 3 --epochs 1 --json
 done
-check_json train.emulated "d['weights_digest'] == json.load(open('$WORK/train.cpu.out'))['weights_digest']"
+check_json train.emulated "d['weights_digest'] == json.load(open('$WORK/train.cpu.out'))['weights_digest'] and d['backend'] == 'emulated'"
 expect_exit 2 train.bad-backend -- "$DTLAB" train --backend gpu --steps 1
 expect_contains train.bad-backend err "--backend must be cpu, emulated or cuda"
 
