@@ -32,6 +32,7 @@ Backends:
   cuda      the CUDA kernels on GPUs: replicas as streams (--streams per GPU), spread
             over --devices; needs a GPU (exit 2 when there is none: see dtlab devices)
   emulated  the same kernels called on the CPU: checks the kernel code without a GPU
+            (--streams N gives it N lanes, each with its own buffers, as streams)
   cpu       the CPU itself; with --record FILE it stores the per-step digests that a
             replay elsewhere checks with --against FILE
 
@@ -117,7 +118,8 @@ int ReplayCommand(const std::vector<std::string>& args) {
       ("scenario", po::value(&file), "a built-in scenario name (dtlab list) or a scenario file")
       ("backend", po::value(&backend)->default_value("cuda"), "cuda, emulated or cpu")
       ("devices", po::value(&devices_text), "GPUs to use, e.g. 0,1 (default: 0); one replica per GPU with NCCL")
-      ("streams", po::value(&replay.streams)->default_value(0), "CUDA streams per GPU (0: one per replica)")
+      ("streams", po::value(&replay.streams)->default_value(0),
+       "CUDA streams per GPU, or the emulated device's lanes (0: one per replica)")
       ("math", po::value(&math)->default_value("exact"), "exact (bitwise verdicts) or fast (within the float bound)")
       ("steps", po::value(&replay.max_steps)->default_value(-1), "stop each run after this many steps (default: all)")
       ("set", po::value(&replay.sets)->composing(),

@@ -332,7 +332,8 @@ int TrainCommand(const std::vector<std::string>& args) {
       ("backend", po::value(&backend)->default_value(backend),
        "where the replicas compute: cpu, cuda (GPUs; docs/gpu.md) or emulated (the CUDA kernels on the CPU)")
       ("devices", po::value(&devices_text), "--backend cuda: the GPUs, e.g. 0,1 (default 0)")
-      ("streams", po::value(&streams)->default_value(0), "--backend cuda: streams per GPU (0: one per replica)")
+      ("streams", po::value(&streams)->default_value(0),
+       "--backend cuda: streams per GPU; emulated: lanes (0: one per replica)")
       ("regularization-split", po::value(&regularization_split),
        "tf (every replica adds 1/N of it) or exact (replica 0 adds all of it); default: exact with --math "
        "exact, else tf")

@@ -202,8 +202,10 @@ StatusOr<std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequentia
     const std::string& backend, const std::vector<int>& devices, int streams, int replicas, std::string* description) {
   using Made = StatusOr<std::unique_ptr<ComputeBackend>>;
   using Factory = std::function<Made(const Sequential<float>&)>;
-  if (backend != "cuda" && (!devices.empty() || streams != 0))
-    return Status::InvalidArgument("--devices and --streams choose GPUs and CUDA streams: they go with --backend cuda");
+  if (backend != "cuda" && !devices.empty())
+    return Status::InvalidArgument("--devices chooses GPUs: it goes with --backend cuda");
+  if (backend == "cpu" && streams != 0)
+    return Status::InvalidArgument("--streams goes with --backend cuda (streams per GPU) or emulated (lanes)");
   if (backend == "cpu") return Factory([](const Sequential<float>&) -> Made { return std::unique_ptr<ComputeBackend>(); });
   if (backend != "emulated" && backend != "cuda")
     return Status::InvalidArgument("--backend must be cpu, emulated or cuda, got '" + backend + "'");
@@ -211,11 +213,11 @@ StatusOr<std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequentia
   return Factory([=](const Sequential<float>& model) -> Made {
     DTLAB_ASSIGN_OR_RETURN(DevicePlan plan, MakeDevicePlan(model));
     std::unique_ptr<DeviceRunner> runner;
+    const int gpus = std::max<int>(1, static_cast<int>(devices.size()));
+    const int per_gpu = streams > 0 ? streams : std::max(1, (replicas + gpus - 1) / gpus);
     if (backend == "emulated") {
-      runner = MakeHostRunner(std::move(plan));
+      runner = MakeHostRunner(std::move(plan), per_gpu);
     } else {
-      const int gpus = std::max<int>(1, static_cast<int>(devices.size()));
-      const int per_gpu = streams > 0 ? streams : std::max(1, (replicas + gpus - 1) / gpus);
       DTLAB_ASSIGN_OR_RETURN(runner, MakeCudaRunner(std::move(plan), devices, per_gpu));
     }
     if (description) *description = runner->Description();
@@ -316,8 +318,11 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
       run.name = reference.names[r];
       run.reference_status = run.device_status = reference.statuses[r];
       for (const StepMetrics& m : reference.steps[r]) {
-        ReplayStep step{m.step, m.loss, m.loss, m.gradient_digest, m.gradient_digest, m.weights_digest,
-                        m.weights_digest};
+        ReplayStep step;
+        step.step = m.step;
+        step.reference_loss = step.device_loss = m.loss;
+        step.reference_gradient = step.device_gradient = m.gradient_digest;
+        step.reference_weights = step.device_weights = m.weights_digest;
         step.passed = true;
         run.steps.push_back(step);
       }
@@ -348,7 +353,11 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
       const auto& ref_steps = reference.steps[r];
       for (std::size_t s = 0; s < d.steps.size(); ++s) {
         const StepMetrics& m = d.steps[s];
-        ReplayStep step{m.step, 0, m.loss, 0, m.gradient_digest, 0, m.weights_digest};
+        ReplayStep step;
+        step.step = m.step;
+        step.device_loss = m.loss;
+        step.device_gradient = m.gradient_digest;
+        step.device_weights = m.weights_digest;
         if (s < ref_steps.size()) {
           const StepMetrics& c = ref_steps[s];
           step.reference_loss = c.loss, step.reference_gradient = c.gradient_digest;
@@ -381,7 +390,9 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
       const std::vector<bool>& cpu = r < reference_passed.size() ? reference_passed[r] : none;
       for (std::size_t s = 0; s < d.steps.size(); ++s) {
         const StepMetrics& m = d.steps[s];
-        ReplayStep step{m.step, m.loss, m.loss};
+        ReplayStep step;
+        step.step = m.step;
+        step.reference_loss = step.device_loss = m.loss;
         step.bound_fraction = m.max_bound_fraction;
         step.within_bound = m.passed;
         step.reference_within_bound = s < cpu.size() && cpu[s];

@@ -63,9 +63,12 @@ StatusOr<DevicePlan> MakeDevicePlan(const Sequential<float>& model) {
 namespace {
 
 // The emulated device: host memory, copies as memcpy, a launch as a parallel loop.
+// Its lanes are what streams are on a GPU (each has its own buffers in the
+// engine), run one after the other.
 class HostDevice {
  public:
-  int lanes() const { return 1; }
+  explicit HostDevice(int lanes) : lanes_(lanes) {}
+  int lanes() const { return lanes_; }
   void* Allocate(int /*lane*/, std::size_t bytes) {
     void* p = std::malloc(std::max<std::size_t>(bytes, 1));
     if (!p) throw DeviceError("out of host memory allocating " + std::to_string(bytes) + " bytes");
@@ -81,16 +84,22 @@ class HostDevice {
     });
   }
   void Synchronize(int /*lane*/) {}
+
+ private:
+  int lanes_;
 };
 
 class HostRunner final : public DeviceRunner {
  public:
-  explicit HostRunner(DevicePlan plan) : engine_(std::move(plan), HostDevice{}) {}
-  std::string Description() const override { return "emulated: the device kernels on the CPU"; }
+  HostRunner(DevicePlan plan, int lanes) : engine_(std::move(plan), HostDevice(lanes)), lanes_(lanes) {}
+  std::string Description() const override {
+    return "emulated: the device kernels on the CPU, " + std::to_string(lanes_) + " lane" + (lanes_ == 1 ? "" : "s");
+  }
   void Run(const DeviceBatch& batch, std::span<const DeviceJob> jobs) override { engine_.Run(batch, jobs); }
 
  private:
   DeviceEngine<HostDevice> engine_;
+  int lanes_;
 };
 
 class DeviceBackend final : public ComputeBackend {
@@ -184,6 +193,8 @@ std::unique_ptr<ComputeBackend> MakeDeviceBackend(const Sequential<float>& model
   return std::make_unique<DeviceBackend>(model, std::move(runner));
 }
 
-std::unique_ptr<DeviceRunner> MakeHostRunner(DevicePlan plan) { return std::make_unique<HostRunner>(std::move(plan)); }
+std::unique_ptr<DeviceRunner> MakeHostRunner(DevicePlan plan, int lanes) {
+  return std::make_unique<HostRunner>(std::move(plan), std::max(lanes, 1));
+}
 
 }  // namespace dtlab

@@ -50,7 +50,9 @@ StatusOr<DevicePlan> MakeDevicePlan(const Sequential<float>& model);
 std::unique_ptr<ComputeBackend> MakeDeviceBackend(const Sequential<float>& model, std::unique_ptr<DeviceRunner> runner);
 
 /// The "emulated" runner: the device kernels on the CPU, in parallel on oneTBB.
-std::unique_ptr<DeviceRunner> MakeHostRunner(DevicePlan plan);
+/// Replica job j goes to lane j mod `lanes`, each lane with its own buffers, as
+/// streams on a GPU (the lanes run one after the other).
+std::unique_ptr<DeviceRunner> MakeHostRunner(DevicePlan plan, int lanes = 1);
 
 /// The backend names --backend takes: "cpu", "emulated", "cuda".
 inline const std::vector<std::string>& BackendNames() {

@@ -67,6 +67,11 @@ check_json train.emulated "d['weights_digest'] == json.load(open('$WORK/train.cp
 expect_exit 2 train.bad-backend -- "$DTLAB" train --backend gpu --steps 1
 expect_contains train.bad-backend err "--backend must be cpu, emulated or cuda"
 
+# The emulated device's lanes are what streams are on a GPU: 3 lanes for 4 replicas
+# (lane 0 runs two of them, reusing its buffers) still give the CPU's bits.
+expect_exit 0 lanes -- "$DTLAB" replay short-final-batch --backend emulated --streams 3 --steps 2 --json
+check_json lanes "d['passed'] and d['steps_failed'] == 0 and d['device'].endswith('3 lanes')"
+
 # The human table: per-step verdicts and the nccl-tests columns.
 expect_exit 0 table -- "$DTLAB" replay empty-replicas --backend emulated --steps 1
 expect_contains table out "bitwise equal"
@@ -128,6 +133,8 @@ expect_exit 2 bad-devices -- "$DTLAB" replay short-final-batch --devices 0,x
 expect_contains bad-devices err "--devices must list GPU indices"
 expect_exit 2 bad-math -- "$DTLAB" replay short-final-batch --backend emulated --math fuzzy
 expect_exit 2 bad-steps -- "$DTLAB" replay short-final-batch --backend emulated --steps 0
+expect_exit 2 emulated-devices -- "$DTLAB" replay short-final-batch --backend emulated --devices 0
+expect_contains emulated-devices err "--devices chooses GPUs: it goes with --backend cuda"
 expect_exit 2 cpu-fast -- "$DTLAB" replay short-final-batch --backend cpu --math fast
 expect_exit 2 fast-record -- "$DTLAB" replay short-final-batch --backend emulated --math fast --record "$WORK/f.json"
 expect_exit 2 no-scenario -- "$DTLAB" replay

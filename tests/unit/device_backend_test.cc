@@ -66,30 +66,38 @@ TEST_P(DeviceBackendTest, ExactModeGivesTheCpuWordsLossesAndPredictions) {
   batch.images[batch.images.size() / kExamples * 20 + 1] = 3e38f;
 
   const auto values = static_cast<std::size_t>(m.num_parameter_values() * kExactWords);
-  std::vector<std::vector<std::int64_t>> cpu_words(kSplits.size(), std::vector<std::int64_t>(values, 7)),
-      device_words = cpu_words;
-  std::vector<ExactSegment> cpu_segments, device_segments;
-  for (std::size_t s = 0; s < kSplits.size(); ++s) {
+  std::vector<std::vector<std::int64_t>> cpu_words(kSplits.size(), std::vector<std::int64_t>(values, 7));
+  std::vector<ExactSegment> cpu_segments;
+  for (std::size_t s = 0; s < kSplits.size(); ++s)
     cpu_segments.push_back({&params, kSplits[s].first, kSplits[s].second, cpu_words[s]});
-    device_segments.push_back({&params, kSplits[s].first, kSplits[s].second, device_words[s]});
-  }
-  std::vector<float> cpu_losses(kExamples), device_losses(kExamples, -1.0f);
-  std::vector<std::int32_t> cpu_predictions(kExamples), device_predictions(kExamples, -1);
+  std::vector<float> cpu_losses(kExamples);
+  std::vector<std::int32_t> cpu_predictions(kExamples);
   BatchRunner runner(m);
   runner.RunExact(batch.images, batch.labels, batch.coefficients, cpu_losses, cpu_predictions, cpu_segments);
 
   auto plan = MakeDevicePlan(m);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  auto backend = MakeDeviceBackend(m, MakeHostRunner(*plan));
-  ASSERT_TRUE(backend->RunExact(batch.images, batch.labels, batch.coefficients, device_losses, device_predictions,
-                                device_segments)
-                  .ok());
-  EXPECT_EQ(std::memcmp(cpu_losses.data(), device_losses.data(), sizeof(float) * kExamples), 0);
-  EXPECT_EQ(cpu_predictions, device_predictions);
-  for (std::size_t s = 0; s < kSplits.size(); ++s) {
-    std::size_t differing = 0;
-    for (std::size_t w = 0; w < values; ++w) differing += cpu_words[s][w] != device_words[s][w];
-    EXPECT_EQ(differing, 0u) << "segment " << s << " of " << GetParam().model;
+  // One lane, and three (as three streams: the fourth segment reuses lane 0's buffers).
+  std::vector<std::vector<std::int64_t>> device_words;
+  std::unique_ptr<ComputeBackend> backend;
+  for (const int lanes : {3, 1}) {
+    device_words.assign(kSplits.size(), std::vector<std::int64_t>(values, 7));
+    std::vector<ExactSegment> device_segments;
+    for (std::size_t s = 0; s < kSplits.size(); ++s)
+      device_segments.push_back({&params, kSplits[s].first, kSplits[s].second, device_words[s]});
+    std::vector<float> device_losses(kExamples, -1.0f);
+    std::vector<std::int32_t> device_predictions(kExamples, -1);
+    backend = MakeDeviceBackend(m, MakeHostRunner(*plan, lanes));
+    ASSERT_TRUE(backend->RunExact(batch.images, batch.labels, batch.coefficients, device_losses, device_predictions,
+                                  device_segments)
+                    .ok());
+    EXPECT_EQ(std::memcmp(cpu_losses.data(), device_losses.data(), sizeof(float) * kExamples), 0) << lanes << " lanes";
+    EXPECT_EQ(cpu_predictions, device_predictions) << lanes << " lanes";
+    for (std::size_t s = 0; s < kSplits.size(); ++s) {
+      std::size_t differing = 0;
+      for (std::size_t w = 0; w < values; ++w) differing += cpu_words[s][w] != device_words[s][w];
+      EXPECT_EQ(differing, 0u) << "segment " << s << " of " << GetParam().model << ", " << lanes << " lanes";
+    }
   }
   // The empty segment's words are zero; the NaN example's segment counts NaN terms.
   for (const std::int64_t w : device_words[1]) ASSERT_EQ(w, 0);
