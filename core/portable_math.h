@@ -15,7 +15,6 @@
 
 #include "core/host_device.h"
 
-
 namespace dtlab::portable {
 
 /// e^x, within 1 ulp of the exact value for every float x; exp(-inf) = 0,

@@ -106,9 +106,6 @@ class DeviceEngine {
   DeviceEngine(const DeviceEngine&) = delete;
   DeviceEngine& operator=(const DeviceEngine&) = delete;
 
-  Device& device() { return device_; }
-  const DevicePlan& plan() const { return plan_; }
-
   /// Runs every job (job j on lane j mod lanes()), then waits for all of them.
   /// Losses and predictions are written for every job's examples; a job's words
   /// or grads (if not null) get its gradient. Throws DeviceError.

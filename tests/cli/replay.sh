@@ -67,6 +67,10 @@ check_json train.emulated "d['weights_digest'] == json.load(open('$WORK/train.cp
 expect_exit 2 train.bad-backend -- "$DTLAB" train --backend gpu --steps 1
 expect_contains train.bad-backend err "--backend must be cpu, emulated or cuda"
 
+# The same digests on one thread as on all cores (and as in the runs above).
+expect_exit 0 one-thread -- "$DTLAB" replay short-final-batch --backend emulated --steps 2 --threads 1 --json
+check_json one-thread "[s['device_weights'] for r in d['runs'] for s in r['steps']] == [s['device_weights'] for r in json.load(open('$WORK/exact.emulated.short-final-batch.out'))['runs'] for s in r['steps']]"
+
 # The emulated device's lanes are what streams are on a GPU: 3 lanes for 4 replicas
 # (lane 0 runs two of them, reusing its buffers) still give the CPU's bits.
 expect_exit 0 lanes -- "$DTLAB" replay short-final-batch --backend emulated --streams 3 --steps 2 --json
