@@ -28,10 +28,13 @@ if [ "$job" = tsan ] || [ "$job" = all ]; then
   cmake --build --preset tsan
   # An uninstrumented libtbb would drown the run in false reports: make sure the
   # binaries load the instrumented one (the preset's TBB_DIR and build RPATH).
+  # ldd's output is read whole first: `ldd | grep -q` under pipefail fails at
+  # random when grep exits before ldd has written its last line (SIGPIPE).
   for binary in build/tsan/tests/dtlab_unit_tests build/tsan/cli/dtlab; do
-    if ! ldd "$binary" | grep -q "=> $PWD/build/tbb-tsan/lib/libtbb\.so"; then
+    libraries=$(ldd "$binary")
+    if ! grep -q "=> $PWD/build/tbb-tsan/lib/libtbb\.so" <<<"$libraries"; then
       echo "tsan: $binary does not load build/tbb-tsan's libtbb:" >&2
-      ldd "$binary" | grep tbb >&2
+      grep tbb <<<"$libraries" >&2 || true
       exit 1
     fi
   done
