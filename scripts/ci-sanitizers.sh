@@ -7,9 +7,8 @@
 #          tests, against a oneTBB built with ThreadSanitizer by
 #          scripts/build-tsan-tbb.sh (Debian's libtbb is not instrumented, so TSan
 #          would report each of TBB's task hand-offs as a race). The `tsan` test
-#          preset leaves out the `slow` tests, two timing-budget tests that TSan's
-#          5-15x slowdown fails by design, and four end-to-end tests that take
-#          1.5-7 minutes each under TSan (docs/reliability.md); about 7 minutes
+#          preset leaves out the `slow` tests and four end-to-end tests that
+#          take 1.5-7 minutes each under TSan (docs/reliability.md); about 7 minutes
 #          in all on 2 cores, 15-30 s of it oneTBB (skipped once built).
 #   fuzz   every libFuzzer target for FUZZ_SECONDS (default 60) on its seed corpus
 # Usage: scripts/ci-sanitizers.sh [asan|tsan|fuzz|all]

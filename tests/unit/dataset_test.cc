@@ -6,7 +6,6 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -200,31 +199,27 @@ TEST(PipelineTest, ShuffleStreamsDependOnStageNumber) {
   EXPECT_NE(Flatten(one.Iterate(0)), Flatten(two.Iterate(0)));
 }
 
+// Their speed is measured in bench/pipeline_bench.cc, not here.
 TEST(PipelineTest, TypicalTrainingPipeline) {
   Pipeline pipeline(60000);
   ASSERT_TRUE(pipeline.Shuffle(60000, 1).ok());
   ASSERT_TRUE(pipeline.Batch(64).ok());
   EXPECT_EQ(pipeline.Describe(), "range(60000).shuffle(60000, seed=1).batch(64)");
-  const auto start = std::chrono::steady_clock::now();
   const Items batches = pipeline.Iterate(0);
-  const double milliseconds =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(batches.size(), 938u);  // 937 full batches and one of 32
   EXPECT_EQ(batches.back().size(), 32u);
   EXPECT_TRUE(IsPermutationOfRange(Flatten(batches), 60000));
-  RecordProperty("iterate_ms", std::to_string(milliseconds));
-  EXPECT_LT(milliseconds, 50.0);  // budget is 10 ms; leave room for slow test machines
 }
 
-TEST(PipelineTest, UnbatchedEpochIsFast) {
+TEST(PipelineTest, UnbatchedEpochIsAPermutation) {
   Pipeline pipeline(60000);
   ASSERT_TRUE(pipeline.Shuffle(60000, 1).ok());
-  const auto start = std::chrono::steady_clock::now();
   const Items items = pipeline.Iterate(0);
-  const double milliseconds =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(items.size(), 60000u);
-  EXPECT_LT(milliseconds, 50.0);
+  ASSERT_EQ(items.size(), 60000u);
+  Items sorted = items;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(items, sorted);  // shuffled ...
+  EXPECT_TRUE(IsPermutationOfRange(Flatten(items), 60000));  // ... and nothing lost
 }
 
 TEST(PipelineTest, BadArgumentsAreInvalidArgument) {
