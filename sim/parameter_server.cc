@@ -189,19 +189,23 @@ class Writer {
   explicit Writer(PsMessage kind) { Put(static_cast<std::int32_t>(kind)); }
   template <typename T>
   Writer& Put(const T& value) {
-    const auto* p = reinterpret_cast<const std::byte*>(&value);
-    bytes_.insert(bytes_.end(), p, p + sizeof(T));
-    return *this;
+    return Append(&value, sizeof(T));
   }
   template <typename T>
   Writer& PutAll(std::span<const T> values) {
-    const auto* p = reinterpret_cast<const std::byte*>(values.data());
-    bytes_.insert(bytes_.end(), p, p + values.size_bytes());
-    return *this;
+    return Append(values.data(), values.size_bytes());
   }
   std::span<const std::byte> bytes() const { return bytes_; }
 
  private:
+  // resize + memcpy rather than vector::insert, which GCC 12 at -O1/-O2 flags
+  // with a false -Wstringop-overflow on the first insert into an empty vector.
+  Writer& Append(const void* data, std::size_t size) {
+    const std::size_t at = bytes_.size();
+    bytes_.resize(at + size);
+    if (size > 0) std::memcpy(bytes_.data() + at, data, size);
+    return *this;
+  }
   std::vector<std::byte> bytes_;
 };
 
