@@ -209,7 +209,9 @@ StatusOr<std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequentia
   if (backend == "cpu") return Factory([](const Sequential<float>&) -> Made { return std::unique_ptr<ComputeBackend>(); });
   if (backend != "emulated" && backend != "cuda")
     return Status::InvalidArgument("--backend must be cpu, emulated or cuda, got '" + backend + "'");
-  if (streams < 0) return Status::InvalidArgument("--streams must be at least 1");
+  if (streams < 0)
+    return Status::InvalidArgument("--streams must be 0 (one per replica) or a count of streams, got " +
+                                   std::to_string(streams));
   return Factory([=](const Sequential<float>& model) -> Made {
     DTLAB_ASSIGN_OR_RETURN(DevicePlan plan, MakeDevicePlan(model));
     std::unique_ptr<DeviceRunner> runner;
