@@ -3,6 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/layer_kernels.h"
 #include "core/ordered_gemm.h"
 
 namespace dtlab {
@@ -60,15 +61,6 @@ void ApplyReluGradient(const Tensor<T>& y, Tensor<T>& dy) {
   for (std::int64_t i = 0; i < n; ++i) grad[i] = out[i] > T(0) ? grad[i] : T(0);
 }
 
-void AddBiasAndActivation(float* out, std::int64_t rows, std::int64_t units, const float* bias, Activation activation) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t u = 0; u < units; ++u) {
-      float& v = out[r * units + u];
-      v += bias[u];
-      if (activation == Activation::kRelu) v = v > 0.0f ? v : 0.0f;
-    }
-}
-
 template <typename T>
 Conv2D<T>::Conv2D(std::string name, std::int64_t filters, std::int64_t kernel_height,
                   std::int64_t kernel_width, Activation activation)
@@ -103,16 +95,19 @@ void Conv2D<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T
   const std::int64_t rows = batch * out_h * out_w;
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
-  const T* patches = cache.buffer.data();
-
   y.Resize({batch, out_h, out_w, filters_});
-  ConstMatrixMap<T> p(patches, rows, patch);
-  ConstMatrixMap<T> kernel(params[0]->data(), patch, filters_);
-  MatrixMap<T> out(y.data(), rows, filters_);
-  out.noalias() = p * kernel;
-  Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> bias(params[1]->data(), filters_);
-  out.rowwise() += bias;
-  if (activation_ == Activation::kRelu) y.flat() = y.flat().max(T(0));
+  if constexpr (std::is_same_v<T, float>) {
+    DenseForward(cache.buffer.data(), rows, patch, params[0]->data(), params[1]->data(), filters_, activation_,
+                 y.data());
+  } else {  // double: the finite-difference and high-precision references of the tests
+    ConstMatrixMap<T> p(cache.buffer.data(), rows, patch);
+    ConstMatrixMap<T> kernel(params[0]->data(), patch, filters_);
+    MatrixMap<T> out(y.data(), rows, filters_);
+    out.noalias() = p * kernel;
+    Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> bias(params[1]->data(), filters_);
+    out.rowwise() += bias;
+    if (activation_ == Activation::kRelu) y.flat() = y.flat().max(T(0));
+  }
 }
 
 template <typename T>
@@ -123,40 +118,31 @@ void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<
   const std::int64_t rows = batch * out_h * out_w;
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
-
-  ConstMatrixMap<T> dz(dy.data(), rows, filters_);
-  ConstMatrixMap<T> p(cache.buffer.data(), rows, patch);
-  MatrixMap<T> dkernel(param_grads[0]->data(), patch, filters_);
-  dkernel.noalias() = p.transpose() * dz;
-  Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>> dbias(param_grads[1]->data(), filters_);
-  dbias = dz.colwise().sum();
-  if (!magnitudes.empty()) {
-    MatrixMap<T>(magnitudes[0]->data(), patch, filters_).noalias() = p.cwiseAbs().transpose() * dz.cwiseAbs();
-    Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(magnitudes[1]->data(), filters_) = dz.cwiseAbs().colwise().sum();
+  if constexpr (std::is_same_v<T, float>) {
+    // The patch matrix is the layer's A: each kernel element is one chain over
+    // every output pixel of the batch.
+    DenseParameterGradients(cache.buffer.data(), dy.data(), rows, patch, filters_, param_grads[0]->data(),
+                            param_grads[1]->data(), magnitudes.empty() ? nullptr : magnitudes[0]->data(),
+                            magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input,
+                            cache.abs_gradient);
+    if (dx == nullptr) return;
+    // d(patches) into the patch buffer (no longer needed), then col2im.
+    DenseInputGradient(dy.data(), rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
+  } else {
+    ConstMatrixMap<T> dz(dy.data(), rows, filters_);
+    ConstMatrixMap<T> p(cache.buffer.data(), rows, patch);
+    MatrixMap<T>(param_grads[0]->data(), patch, filters_).noalias() = p.transpose() * dz;
+    Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(param_grads[1]->data(), filters_) = dz.colwise().sum();
+    if (!magnitudes.empty()) {
+      MatrixMap<T>(magnitudes[0]->data(), patch, filters_).noalias() = p.cwiseAbs().transpose() * dz.cwiseAbs();
+      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(magnitudes[1]->data(), filters_) = dz.cwiseAbs().colwise().sum();
+    }
+    if (dx == nullptr) return;
+    ConstMatrixMap<T> kernel(params[0]->data(), patch, filters_);
+    MatrixMap<T>(cache.buffer.data(), rows, patch).noalias() = dz * kernel.transpose();
   }
-
-  if (dx == nullptr) return;
-  // d(patches) = dz * kernel^T, then col2im: scatter-add each patch row back.
-  ConstMatrixMap<T> kernel(params[0]->data(), patch, filters_);
-  MatrixMap<T> dpatches(cache.buffer.data(), rows, patch);  // the patches are no longer needed
-  dpatches.noalias() = dz * kernel.transpose();
   dx->Resize(x.shape());
   Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
-}
-
-template <typename T>
-void Conv2D<T>::ForwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
-                             LayerCache<T>& cache) const {
-  if constexpr (!std::is_same_v<T, float>) {
-    Forward(params, x, y, cache);
-  } else {
-    const std::int64_t batch = x.dim(0), out_h = x.dim(1) - kernel_height_ + 1, out_w = x.dim(2) - kernel_width_ + 1;
-    const std::int64_t rows = batch * out_h * out_w, patch = kernel_height_ * kernel_width_ * x.dim(3);
-    Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
-    y.Resize({batch, out_h, out_w, filters_});
-    OrderedGemm(rows, filters_, patch, cache.buffer.data(), patch, 1, params[0]->data(), filters_, y.data(), filters_);
-    AddBiasAndActivation(y.data(), rows, filters_, params[1]->data(), activation_);
-  }
 }
 
 template <typename T>
@@ -189,12 +175,7 @@ void Conv2D<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Te
         for (std::int64_t f = 0; f < filters_; ++f) db[f] += dz[(e * positions + p) * filters_ + f];
     }
     if (dx == nullptr) return;
-    // d(patches) = dz kernel^T with the kernel transposed once, then col2im.
-    const float* kernel = params[0]->data();
-    cache.transposed.Resize({filters_, patch});
-    for (std::int64_t k = 0; k < patch; ++k)
-      for (std::int64_t f = 0; f < filters_; ++f) cache.transposed[f * patch + k] = kernel[k * filters_ + f];
-    OrderedGemm(rows, patch, filters_, dz, filters_, 1, cache.transposed.data(), patch, cache.buffer.data(), patch);
+    DenseInputGradient(dz, rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
     dx->Resize(x.shape());
     Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
   }

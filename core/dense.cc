@@ -2,7 +2,7 @@
 
 #include <type_traits>
 
-#include "core/ordered_gemm.h"
+#include "core/layer_kernels.h"
 
 namespace dtlab {
 
@@ -27,48 +27,46 @@ void Dense<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T>
                        LayerCache<T>& /*cache*/) const {
   const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
   y.Resize({batch, units_});
-  ConstMatrixMap<T> in(x.data(), batch, inputs);
-  ConstMatrixMap<T> kernel(params[0]->data(), inputs, units_);
-  MatrixMap<T> out(y.data(), batch, units_);
-  out.noalias() = in * kernel;
-  Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> bias(params[1]->data(), units_);
-  out.rowwise() += bias;
-  if (activation_ == Activation::kRelu) y.flat() = y.flat().max(T(0));
+  if constexpr (std::is_same_v<T, float>) {
+    DenseForward(x.data(), batch, inputs, params[0]->data(), params[1]->data(), units_, activation_, y.data());
+  } else {  // double: the finite-difference and high-precision references of the tests
+    ConstMatrixMap<T> in(x.data(), batch, inputs);
+    ConstMatrixMap<T> kernel(params[0]->data(), inputs, units_);
+    MatrixMap<T> out(y.data(), batch, units_);
+    out.noalias() = in * kernel;
+    Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> bias(params[1]->data(), units_);
+    out.rowwise() += bias;
+    if (activation_ == Activation::kRelu) y.flat() = y.flat().max(T(0));
+  }
 }
 
 template <typename T>
 void Dense<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
                         Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
-                        LayerCache<T>& /*cache*/, std::span<Tensor<T>* const> magnitudes) const {
+                        LayerCache<T>& cache, std::span<Tensor<T>* const> magnitudes) const {
   const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
   if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
-  ConstMatrixMap<T> dz(dy.data(), batch, units_);
-  ConstMatrixMap<T> in(x.data(), batch, inputs);
-  MatrixMap<T> dkernel(param_grads[0]->data(), inputs, units_);
-  dkernel.noalias() = in.transpose() * dz;
-  Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>> dbias(param_grads[1]->data(), units_);
-  dbias = dz.colwise().sum();
-  if (!magnitudes.empty()) {
-    MatrixMap<T>(magnitudes[0]->data(), inputs, units_).noalias() = in.cwiseAbs().transpose() * dz.cwiseAbs();
-    Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(magnitudes[1]->data(), units_) = dz.cwiseAbs().colwise().sum();
-  }
-  if (dx == nullptr) return;
-  dx->Resize(x.shape());
-  ConstMatrixMap<T> kernel(params[0]->data(), inputs, units_);
-  MatrixMap<T> din(dx->data(), batch, inputs);
-  din.noalias() = dz * kernel.transpose();
-}
-
-template <typename T>
-void Dense<T>::ForwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
-                            LayerCache<T>& cache) const {
-  if constexpr (!std::is_same_v<T, float>) {
-    Forward(params, x, y, cache);
+  if constexpr (std::is_same_v<T, float>) {
+    DenseParameterGradients(x.data(), dy.data(), batch, inputs, units_, param_grads[0]->data(),
+                            param_grads[1]->data(), magnitudes.empty() ? nullptr : magnitudes[0]->data(),
+                            magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input,
+                            cache.abs_gradient);
+    if (dx == nullptr) return;
+    dx->Resize(x.shape());
+    DenseInputGradient(dy.data(), batch, units_, params[0]->data(), inputs, cache.transposed, dx->data());
   } else {
-    const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
-    y.Resize({batch, units_});
-    OrderedGemm(batch, units_, inputs, x.data(), inputs, 1, params[0]->data(), units_, y.data(), units_);
-    AddBiasAndActivation(y.data(), batch, units_, params[1]->data(), activation_);
+    ConstMatrixMap<T> dz(dy.data(), batch, units_);
+    ConstMatrixMap<T> in(x.data(), batch, inputs);
+    MatrixMap<T>(param_grads[0]->data(), inputs, units_).noalias() = in.transpose() * dz;
+    Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(param_grads[1]->data(), units_) = dz.colwise().sum();
+    if (!magnitudes.empty()) {
+      MatrixMap<T>(magnitudes[0]->data(), inputs, units_).noalias() = in.cwiseAbs().transpose() * dz.cwiseAbs();
+      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(magnitudes[1]->data(), units_) = dz.cwiseAbs().colwise().sum();
+    }
+    if (dx == nullptr) return;
+    dx->Resize(x.shape());
+    ConstMatrixMap<T> kernel(params[0]->data(), inputs, units_);
+    MatrixMap<T>(dx->data(), batch, inputs).noalias() = dz * kernel.transpose();
   }
 }
 
@@ -94,12 +92,8 @@ void Dense<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Ten
     bias_terms.values.Resize({batch, units_});
     std::copy(dy.data(), dy.data() + batch * units_, bias_terms.values.data());
     if (dx == nullptr) return;
-    const float* kernel = params[0]->data();
-    cache.transposed.Resize({units_, inputs});
-    for (std::int64_t i = 0; i < inputs; ++i)
-      for (std::int64_t u = 0; u < units_; ++u) cache.transposed[u * inputs + i] = kernel[i * units_ + u];
     dx->Resize(x.shape());
-    OrderedGemm(batch, inputs, units_, dy.data(), units_, 1, cache.transposed.data(), inputs, dx->data(), inputs);
+    DenseInputGradient(dy.data(), batch, units_, params[0]->data(), inputs, cache.transposed, dx->data());
   }
 }
 

@@ -112,7 +112,7 @@ class GradientSum {
 };
 
 /// y[e][oh][ow][f] = act(sum over (kh, kw, c) of x[e][oh+kh][ow+kw][c] * kernel[kh][kw][c][f], + bias[f]):
-/// the chain in (kh, kw, c) order is the im2col row order of Conv2D::ForwardExact.
+/// the chain in (kh, kw, c) order is the im2col row order of Conv2D::Forward.
 struct ConvForward {
   ConvShape s;
   const float* x;

@@ -38,7 +38,8 @@ template <typename T>
 struct LayerCache {
   Tensor<T> buffer;                   // e.g. the im2col patch matrix of a convolution
   std::vector<std::int32_t> indices;  // e.g. the argmax positions of a max pooling
-  Tensor<T> transposed;               // exact mode: a transposed kernel for the input gradient
+  Tensor<T> transposed;               // a transposed kernel for the input gradient
+  Tensor<T> abs_input, abs_gradient;  // |A| and |dz|, for the gradient magnitudes (the reference check)
 };
 
 /// Exact mode (docs/exact.md): what one chunk of examples contributes to one
@@ -74,6 +75,9 @@ class Layer {
 
   /// y = f(x; params) for a batch x of shape [B, example_input...].
   /// `params` holds this layer's parameters in Parameters() order. Resizes y.
+  /// In float every sum is a fixed-order chain (core/layer_kernels.h), the same in
+  /// fast and exact mode: an example's output does not depend on its batch, and the
+  /// bits do not depend on the machine.
   virtual void Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
                        LayerCache<T>& cache) const = 0;
 
@@ -85,17 +89,11 @@ class Layer {
   /// element, the sum of the absolute values of the terms its gradient sums over
   /// the batch (|A|^T |dz| for a kernel, sum |dz| for a bias): the sum|x_i| of the
   /// floating-point error bound of that reduction (DESIGN.md, "Exact reference math").
+  /// In float each gradient element is one fixed-order chain over the batch's rows.
   virtual void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
                         Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
                         LayerCache<T>& cache, std::span<Tensor<T>* const> param_grad_magnitudes = {}) const = 0;
 
-  /// Exact mode: as Forward, but every sum in the layer is a fixed-order chain
-  /// (core/ordered_gemm.h), so an example's output does not depend on its batch.
-  /// The default suits layers that sum nothing (pooling, reshape).
-  virtual void ForwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
-                            LayerCache<T>& cache) const {
-    Forward(params, x, y, cache);
-  }
   /// Exact mode: writes dL/dx as Backward does (with fixed-order sums), and for each
   /// parameter, in Parameters() order, its per-example gradient terms into
   /// *terms[p]. The default suits layers without parameters.
@@ -112,9 +110,5 @@ class Layer {
 /// dy *= (y > 0): the ReLU derivative applied through its output (TF's ReluGrad).
 template <typename T>
 void ApplyReluGradient(const Tensor<T>& y, Tensor<T>& dy);
-
-/// Exact mode's epilogue of Dense and Conv2D: out[r][u] += bias[u], then the
-/// activation, element by element (out is [rows, units], row-major).
-void AddBiasAndActivation(float* out, std::int64_t rows, std::int64_t units, const float* bias, Activation activation);
 
 }  // namespace dtlab

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <type_traits>
 
 namespace dtlab {
 
@@ -40,6 +41,15 @@ void SparseCategoricalCrossentropyFromLogits(const Tensor<T>& logits, std::span<
                                              Tensor<T>* dlogits) {
   const std::int64_t batch = logits.dim(0), classes = logits.dim(1);
   if (dlogits) dlogits->Resize(logits.shape());
+  if constexpr (std::is_same_v<T, float>) {
+    for (std::int64_t i = 0; i < batch; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      portable::SoftmaxCrossEntropyRow(logits.data() + i * classes, static_cast<int>(classes), labels[k],
+                                       dlogits ? coefficients[k] : 0.0f, &losses[k],
+                                       dlogits ? dlogits->data() + i * classes : nullptr);
+    }
+    return;
+  }
   for (std::int64_t i = 0; i < batch; ++i) {
     const T* z = logits.data() + i * classes;
     T max = z[0];
@@ -111,18 +121,5 @@ void AverageLossCoefficients(std::span<const T> sample_weight, std::int64_t batc
   template void AverageLossCoefficients<T>(std::span<const T>, std::int64_t, std::int64_t, T, std::span<T>);
 DTLAB_INSTANTIATE_LOSS(float)
 DTLAB_INSTANTIATE_LOSS(double)
-
-void SparseCategoricalCrossentropyFromLogitsPortable(const Tensor<float>& logits, std::span<const std::int32_t> labels,
-                                                     std::span<float> losses, std::span<const float> coefficients,
-                                                     Tensor<float>* dlogits) {
-  const std::int64_t batch = logits.dim(0), classes = logits.dim(1);
-  if (dlogits) dlogits->Resize(logits.shape());
-  for (std::int64_t i = 0; i < batch; ++i) {
-    const auto k = static_cast<std::size_t>(i);
-    portable::SoftmaxCrossEntropyRow(logits.data() + i * classes, static_cast<int>(classes), labels[k],
-                                     dlogits ? coefficients[k] : 0.0f, &losses[k],
-                                     dlogits ? dlogits->data() + i * classes : nullptr);
-  }
-}
 
 }  // namespace dtlab

@@ -38,18 +38,14 @@ Status CheckReductionForCustomLoop(LossReduction reduction);
 /// Writes losses[i] = logsumexp(z_i) - z_i[label_i]. If `dlogits` is not null,
 /// also writes dL/dz_i = coefficients[i] * (softmax(z_i) - onehot(label_i)), where
 /// coefficients[i] = dL/dlosses[i] (e.g. w_i / global_batch_size).
+/// In float, row by row with core/portable_math.h's Exp and Log, so the bits are
+/// the same on every platform, in fast and exact mode alike (docs/exact.md); in
+/// double (the tests' references) with the C library's exp and log.
 /// REQUIRES: labels in [0, C); losses.size() == B; coefficients.size() == B if dlogits.
 template <typename T>
 void SparseCategoricalCrossentropyFromLogits(const Tensor<T>& logits, std::span<const std::int32_t> labels,
                                              std::span<T> losses, std::span<const T> coefficients,
                                              Tensor<T>* dlogits);
-
-/// Exact mode's version of the above for float: the same formulas, row by row, with
-/// core/portable_math.h's Exp and Log, so the bits are the same on every platform
-/// (docs/exact.md). `coefficients` may be empty when dlogits is null.
-void SparseCategoricalCrossentropyFromLogitsPortable(const Tensor<float>& logits, std::span<const std::int32_t> labels,
-                                                     std::span<float> losses, std::span<const float> coefficients,
-                                                     Tensor<float>* dlogits);
 
 /// Applies a Keras reduction to per-example losses (weighted by `sample_weight`
 /// when not empty): NONE returns the weighted losses, SUM their sum (one value),

@@ -109,8 +109,7 @@ void Sequential<T>::AddRegularizationGradient(const ParameterList<T>& params, T 
 }
 
 template <typename T>
-const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws,
-                                        MathMode mode) const {
+const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const {
   ws.activations.resize(layers_.size() + 1);
   ws.caches.resize(layers_.size());
   Shape input_shape = example_shape_;
@@ -121,10 +120,7 @@ const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Te
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     layer_params.clear();
     for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) layer_params.push_back(&params[p]);
-    if (mode == MathMode::kExact)
-      layers_[l]->ForwardExact(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
-    else
-      layers_[l]->Forward(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
+    layers_[l]->Forward(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
   }
   return ws.activations.back();
 }

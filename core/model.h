@@ -69,16 +69,16 @@ class Sequential {
   void AddRegularizationGradient(const ParameterList<T>& params, T scale, ParameterList<T>& grads) const;
 
   /// Forward pass of a batch x [B, example_shape...]; returns the logits [B, classes]
-  /// (stored in the workspace). In exact mode every layer runs ForwardExact.
-  const Tensor<T>& Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws,
-                           MathMode mode = MathMode::kFast) const;
+  /// (stored in the workspace). In float the same for fast and exact mode: fixed-order
+  /// chains, so an example's logits do not depend on its batch or the machine.
+  const Tensor<T>& Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const;
   /// Backward pass after Forward: given dL/dlogits (used as scratch), overwrites
   /// grads with dL/dparams. The input gradient of the first layer is not computed.
   /// If `magnitudes` is not null, also overwrites it with each gradient element's
   /// sum of absolute terms (see Layer::Backward), for error bounds.
   void Backward(const ParameterList<T>& params, Tensor<T>& dlogits, Workspace& ws, ParameterList<T>& grads,
                 ParameterList<T>* magnitudes = nullptr) const;
-  /// Exact mode's backward pass after an exact Forward: writes each parameter's
+  /// Exact mode's backward pass after Forward: writes each parameter's
   /// per-example gradient terms into terms[p] (resized to the parameter count).
   void BackwardExact(const ParameterList<T>& params, Tensor<T>& dlogits, Workspace& ws,
                      std::vector<ExampleTerms>& terms) const;

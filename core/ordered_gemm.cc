@@ -191,8 +191,15 @@ int PanelVectors(std::int64_t column_vectors) {
 
 // Chain steps per k block: the panel of B one block reads (k x panel width) stays in
 // the level-2 cache while every row tile of C streams past it. Blocks are of equal
-// size so that no block is a sliver.
-constexpr std::int64_t kMaxKBlock = 512;
+// size so that no block is a sliver. A constant, never read from the CPU: and the
+// bits do not depend on it anyway (a block boundary only stores the float chain
+// into C and loads it back). CI's portable build sets another value to prove that
+// (scripts/ci-portable.sh).
+#ifndef DTLAB_ORDERED_GEMM_K_BLOCK
+#define DTLAB_ORDERED_GEMM_K_BLOCK 512
+#endif
+constexpr std::int64_t kMaxKBlock = DTLAB_ORDERED_GEMM_K_BLOCK;
+static_assert(kMaxKBlock >= 1, "DTLAB_ORDERED_GEMM_K_BLOCK must be positive");
 
 }  // namespace
 

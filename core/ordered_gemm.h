@@ -4,9 +4,9 @@
 //     C[i][j] = fma(A(i,K-1), B[K-1][j], ... fma(A(i,1), B[1][j], fma(A(i,0), B[0][j], 0)) ...)
 // (each fma rounded once, IEEE 754 fusedMultiplyAdd). So an example's forward and
 // backward values do not depend on the batch it sits in, and a CUDA kernel that
-// runs the same chain (__fmaf_rn) gets the same bits. This is exact mode's matrix
-// product (docs/exact.md); fast mode uses Eigen's GEMM, whose summation order
-// depends on its blocking.
+// runs the same chain (__fmaf_rn) gets the same bits. This is the matrix product
+// of both math modes (docs/exact.md): nothing in it is chosen from the CPU's
+// caches or vector width, so the bits are the same on every machine.
 //
 // Thread safety: pure functions of their inputs.
 #pragma once

@@ -309,12 +309,11 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
           const bool backward = !seg.grad_words.empty();
           LoadChunk(images, labels, backward ? coefficients : std::span<const float>(), chunk.begin, chunk.count,
                     scratch);
-          const Tensor<float>& logits =
-              model_.Forward(*seg.params, scratch.chunk_images, scratch.workspace, MathMode::kExact);
+          const Tensor<float>& logits = model_.Forward(*seg.params, scratch.chunk_images, scratch.workspace);
           ArgmaxRows(logits, scratch.chunk_predictions);
-          SparseCategoricalCrossentropyFromLogitsPortable(logits, scratch.chunk_labels, scratch.chunk_losses,
-                                                          scratch.chunk_coefficients,
-                                                          backward ? &scratch.dlogits : nullptr);
+          SparseCategoricalCrossentropyFromLogits<float>(logits, scratch.chunk_labels, scratch.chunk_losses,
+                                                         scratch.chunk_coefficients,
+                                                         backward ? &scratch.dlogits : nullptr);
           if (backward) model_.BackwardExact(*seg.params, scratch.dlogits, scratch.workspace, chunk_terms_[chunk.slot]);
           const auto first = static_cast<std::size_t>(chunk.begin), n = static_cast<std::size_t>(chunk.count);
           std::copy_n(scratch.chunk_losses.begin(), n, per_example_loss.begin() + first);

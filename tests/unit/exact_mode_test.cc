@@ -253,10 +253,10 @@ TEST(ExactMode, TinyFactorsBesideLargeOnesStayExact) {
   // And the kernel element by element against ExactAddProduct's plain sum of
   // x[e][i] * dlogits[e][j].
   Sequential<float>::Workspace ws;
-  const Tensor<float>& logits = lab.model->Forward(lab.params, images, ws, MathMode::kExact);
+  const Tensor<float>& logits = lab.model->Forward(lab.params, images, ws);
   Tensor<float> dlogits;
   std::vector<float> plain_losses(6);
-  SparseCategoricalCrossentropyFromLogitsPortable(logits, labels, plain_losses, coefficients, &dlogits);
+  SparseCategoricalCrossentropyFromLogits<float>(logits, labels, plain_losses, coefficients, &dlogits);
   EXPECT_TRUE(SameBits(plain_losses, losses));
   for (std::int64_t i = 0; i < 16; ++i)
     for (std::int64_t j = 0; j < 5; ++j) {
