@@ -1,4 +1,4 @@
-// How dtlab computes sums: fast (Eigen GEMMs, float sums in a fixed order, checked
+// How dtlab computes sums: fast (float sums, each a chain in a fixed order, checked
 // against a rigorous error bound) or exact (ordered kernels and int64 fixed-point
 // accumulators, so N replicas give the bits one device gives; docs/exact.md).
 #pragma once

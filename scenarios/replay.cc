@@ -275,7 +275,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
   std::int64_t parameter_values = 0;
   std::vector<std::string> variable_names;  // of the last run's model
   int main_replicas = 0;
-  std::string description = options.backend == "cpu" ? "cpu: BatchRunner (Eigen, ordered GEMMs)" : "";
+  std::string description = options.backend == "cpu" ? "cpu: BatchRunner (ordered GEMMs)" : "";
   auto configure = [&](bool device) {
     return [&, device](TrainConfig& config) {
       config.cluster.math = options.math;

@@ -549,10 +549,11 @@ StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, st
   float reference_loss = ComputeAverageLoss<float>(reference_losses_, {}, denominator) +
                          model_.RegularizationLoss(weights);
   if (compute_ != nullptr) {
-    // A device backend computes exact mode's per-example values (ordered chains), not
-    // Eigen's: the reference is then their exact sum, rounded once, whose error is
-    // below any of the chains the bound already counts. The magnitudes stay Eigen's
-    // (the bound is widened by 1% for such differences).
+    // A device backend sums over examples its own way (exact mode's per-example
+    // terms, the same per-example values as the CPU's): the reference is then their
+    // exact sum, rounded once, whose error is below any of the chains the bound
+    // already counts. The magnitudes stay the CPU's (the bound is widened by 1% for
+    // such differences).
     reference_loss = runner_.ExactGradient(weights, images_, labels_, reference_coefficients_, reference_losses_,
                                            reference_predictions_, reference_words_, reference_grads_);
   }

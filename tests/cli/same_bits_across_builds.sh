@@ -33,9 +33,9 @@ for run in "${runs[@]}"; do
   CHECKS=$((CHECKS + 1))
   [ "$found" = 1 ] || fail "$name: no checkpoint written"
   # The printed summary too, every figure but the wall-clock times ("(0.4 s)", "in
-  # 0.4 s (4551 images/s)").
+  # 0.4 s (4551 images/s)"), with each side's checkpoint directory named alike.
   CHECKS=$((CHECKS + 1))
-  untimed() { sed -E 's/[0-9.]+ s\b/_ s/g; s/[0-9]+ images\/s/_ images\/s/g' "$1"; }
+  untimed() { sed -E 's/[0-9.]+ s\b/_ s/g; s/[0-9]+ images\/s/_ images\/s/g; s/\.(this|other)\//.SIDE\//g' "$1"; }
   diff <(untimed "$WORK/$name.this.out") <(untimed "$WORK/$name.other.out") >"$WORK/$name.diff" ||
     { fail "$name: the two builds print different figures"; head -20 "$WORK/$name.diff" >&2; }
 done
