@@ -96,18 +96,8 @@ void Conv2D<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
   y.Resize({batch, out_h, out_w, filters_});
-  if constexpr (std::is_same_v<T, float>) {
-    DenseForward(cache.buffer.data(), rows, patch, params[0]->data(), params[1]->data(), filters_, activation_,
-                 y.data());
-  } else {  // double: the finite-difference and high-precision references of the tests
-    ConstMatrixMap<T> p(cache.buffer.data(), rows, patch);
-    ConstMatrixMap<T> kernel(params[0]->data(), patch, filters_);
-    MatrixMap<T> out(y.data(), rows, filters_);
-    out.noalias() = p * kernel;
-    Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> bias(params[1]->data(), filters_);
-    out.rowwise() += bias;
-    if (activation_ == Activation::kRelu) y.flat() = y.flat().max(T(0));
-  }
+  DenseForward(cache.buffer.data(), rows, patch, params[0]->data(), params[1]->data(), filters_, activation_,
+               y.data());
 }
 
 template <typename T>
@@ -118,29 +108,14 @@ void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<
   const std::int64_t rows = batch * out_h * out_w;
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
-  if constexpr (std::is_same_v<T, float>) {
-    // The patch matrix is the layer's A: each kernel element is one chain over
-    // every output pixel of the batch.
-    DenseParameterGradients(cache.buffer.data(), dy.data(), rows, patch, filters_, param_grads[0]->data(),
-                            param_grads[1]->data(), magnitudes.empty() ? nullptr : magnitudes[0]->data(),
-                            magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input,
-                            cache.abs_gradient);
-    if (dx == nullptr) return;
-    // d(patches) into the patch buffer (no longer needed), then col2im.
-    DenseInputGradient(dy.data(), rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
-  } else {
-    ConstMatrixMap<T> dz(dy.data(), rows, filters_);
-    ConstMatrixMap<T> p(cache.buffer.data(), rows, patch);
-    MatrixMap<T>(param_grads[0]->data(), patch, filters_).noalias() = p.transpose() * dz;
-    Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(param_grads[1]->data(), filters_) = dz.colwise().sum();
-    if (!magnitudes.empty()) {
-      MatrixMap<T>(magnitudes[0]->data(), patch, filters_).noalias() = p.cwiseAbs().transpose() * dz.cwiseAbs();
-      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(magnitudes[1]->data(), filters_) = dz.cwiseAbs().colwise().sum();
-    }
-    if (dx == nullptr) return;
-    ConstMatrixMap<T> kernel(params[0]->data(), patch, filters_);
-    MatrixMap<T>(cache.buffer.data(), rows, patch).noalias() = dz * kernel.transpose();
-  }
+  // The patch matrix is the layer's A: each kernel element is one chain over every
+  // output pixel of the batch.
+  DenseParameterGradients(cache.buffer.data(), dy.data(), rows, patch, filters_, param_grads[0]->data(),
+                          param_grads[1]->data(), magnitudes.empty() ? nullptr : magnitudes[0]->data(),
+                          magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input, cache.abs_gradient);
+  if (dx == nullptr) return;
+  // d(patches) into the patch buffer (no longer needed), then col2im.
+  DenseInputGradient(dy.data(), rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
   dx->Resize(x.shape());
   Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
 }

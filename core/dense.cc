@@ -27,17 +27,7 @@ void Dense<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T>
                        LayerCache<T>& /*cache*/) const {
   const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
   y.Resize({batch, units_});
-  if constexpr (std::is_same_v<T, float>) {
-    DenseForward(x.data(), batch, inputs, params[0]->data(), params[1]->data(), units_, activation_, y.data());
-  } else {  // double: the finite-difference and high-precision references of the tests
-    ConstMatrixMap<T> in(x.data(), batch, inputs);
-    ConstMatrixMap<T> kernel(params[0]->data(), inputs, units_);
-    MatrixMap<T> out(y.data(), batch, units_);
-    out.noalias() = in * kernel;
-    Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> bias(params[1]->data(), units_);
-    out.rowwise() += bias;
-    if (activation_ == Activation::kRelu) y.flat() = y.flat().max(T(0));
-  }
+  DenseForward(x.data(), batch, inputs, params[0]->data(), params[1]->data(), units_, activation_, y.data());
 }
 
 template <typename T>
@@ -46,28 +36,12 @@ void Dense<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<T
                         LayerCache<T>& cache, std::span<Tensor<T>* const> magnitudes) const {
   const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
   if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
-  if constexpr (std::is_same_v<T, float>) {
-    DenseParameterGradients(x.data(), dy.data(), batch, inputs, units_, param_grads[0]->data(),
-                            param_grads[1]->data(), magnitudes.empty() ? nullptr : magnitudes[0]->data(),
-                            magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input,
-                            cache.abs_gradient);
-    if (dx == nullptr) return;
-    dx->Resize(x.shape());
-    DenseInputGradient(dy.data(), batch, units_, params[0]->data(), inputs, cache.transposed, dx->data());
-  } else {
-    ConstMatrixMap<T> dz(dy.data(), batch, units_);
-    ConstMatrixMap<T> in(x.data(), batch, inputs);
-    MatrixMap<T>(param_grads[0]->data(), inputs, units_).noalias() = in.transpose() * dz;
-    Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(param_grads[1]->data(), units_) = dz.colwise().sum();
-    if (!magnitudes.empty()) {
-      MatrixMap<T>(magnitudes[0]->data(), inputs, units_).noalias() = in.cwiseAbs().transpose() * dz.cwiseAbs();
-      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(magnitudes[1]->data(), units_) = dz.cwiseAbs().colwise().sum();
-    }
-    if (dx == nullptr) return;
-    dx->Resize(x.shape());
-    ConstMatrixMap<T> kernel(params[0]->data(), inputs, units_);
-    MatrixMap<T>(dx->data(), batch, inputs).noalias() = dz * kernel.transpose();
-  }
+  DenseParameterGradients(x.data(), dy.data(), batch, inputs, units_, param_grads[0]->data(), param_grads[1]->data(),
+                          magnitudes.empty() ? nullptr : magnitudes[0]->data(),
+                          magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input, cache.abs_gradient);
+  if (dx == nullptr) return;
+  dx->Resize(x.shape());
+  DenseInputGradient(dy.data(), batch, units_, params[0]->data(), inputs, cache.transposed, dx->data());
 }
 
 template <typename T>

@@ -1,7 +1,9 @@
-// The float kernels Dense and Conv2D share, in fast and exact mode alike. Every sum
-// is a fixed-order chain (core/ordered_gemm.h, or a plain loop in ascending order),
-// so the bits depend only on the inputs: not on the CPU's caches, its vector width,
-// the thread count or the batch an example sits in (docs/exact.md, "Fast mode").
+// The kernels Dense and Conv2D share, in fast and exact mode alike. In float every
+// sum is a fixed-order chain (core/ordered_gemm.h, or a plain loop in ascending
+// order), so the bits depend only on the inputs: not on the CPU's caches, its vector
+// width, the thread count or the batch an example sits in (docs/exact.md, "Fast
+// mode"). In double (the tests' finite-difference and high-precision references)
+// they are Eigen's products, whose order does not matter there.
 //
 // Shapes: matrices are row-major; `rows` counts examples (Dense) or output pixels of
 // all examples (Conv2D, one im2col row each); `inputs` is the width of a row of the
@@ -24,8 +26,9 @@ void AddBiasAndActivation(float* out, std::int64_t rows, std::int64_t units, con
 
 /// out[r][u] = chain over i of A[r][i] * kernel[i][u] (OrderedGemm), then += bias[u],
 /// then the activation, element by element. `out` is [rows, units].
-void DenseForward(const float* a, std::int64_t rows, std::int64_t inputs, const float* kernel, const float* bias,
-                  std::int64_t units, Activation activation, float* out);
+template <typename T>
+void DenseForward(const T* a, std::int64_t rows, std::int64_t inputs, const T* kernel, const T* bias,
+                  std::int64_t units, Activation activation, T* out);
 
 /// The parameter gradients of y = A kernel + bias given dz = dL/dy ([rows, units]):
 ///   dkernel[i][u] = chain over r of A[r][i] * dz[r][u]   (one chain over all rows)
@@ -33,13 +36,15 @@ void DenseForward(const float* a, std::int64_t rows, std::int64_t inputs, const 
 /// If `magnitudes_kernel` is not null, the same sums of |A[r][i] * dz[r][u]| and
 /// |dz[r][u]| go to magnitudes_kernel and magnitudes_bias (the sum|x_i| of the error
 /// bound of those sums; `abs_a` and `abs_dz` are scratch).
-void DenseParameterGradients(const float* a, const float* dz, std::int64_t rows, std::int64_t inputs,
-                             std::int64_t units, float* dkernel, float* dbias, float* magnitudes_kernel,
-                             float* magnitudes_bias, Tensor<float>& abs_a, Tensor<float>& abs_dz);
+template <typename T>
+void DenseParameterGradients(const T* a, const T* dz, std::int64_t rows, std::int64_t inputs, std::int64_t units,
+                             T* dkernel, T* dbias, T* magnitudes_kernel, T* magnitudes_bias, Tensor<T>& abs_a,
+                             Tensor<T>& abs_dz);
 
 /// dA[r][i] = chain over u of dz[r][u] * kernel[i][u], for dz [rows, units] and a
 /// kernel [inputs, units]; `transposed` is scratch (the kernel as [units, inputs]).
-void DenseInputGradient(const float* dz, std::int64_t rows, std::int64_t units, const float* kernel,
-                        std::int64_t inputs, Tensor<float>& transposed, float* da);
+template <typename T>
+void DenseInputGradient(const T* dz, std::int64_t rows, std::int64_t units, const T* kernel, std::int64_t inputs,
+                        Tensor<T>& transposed, T* da);
 
 }  // namespace dtlab
