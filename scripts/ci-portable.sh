@@ -5,6 +5,8 @@
 # of 512) runs the unit tests and the golden tests (lessons, scenarios, flagship)
 # against the same golden files, and cli.same_bits_across_builds compares its
 # checkpoints with the release build's byte for byte.
+# The portable test preset picks them by name: the unit tests (gtest names, which
+# start with a capital) and those four cli.* tests.
 # REQUIRES: the release preset built (CI runs the README's test command first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
