@@ -10,6 +10,10 @@ source "$(dirname "$0")/lib.bash"
 [ -x "$DTLAB_OTHER" ] || { echo "FAIL: DTLAB_OTHER=$DTLAB_OTHER is not an executable (build the release preset first)"; exit 1; }
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 
+# A run's output without its wall-clock times ("(0.4 s)", "in 0.4 s (4551 images/s)"),
+# with each side's checkpoint directory named alike.
+untimed() { sed -E 's/[0-9.]+ s\b/_ s/g; s/[0-9]+ images\/s/_ images\/s/g; s/\.(this|other)\//.SIDE\//g' "$1"; }
+
 runs=(
   "fast-one-device|--steps 30 --batch-per-replica 64"
   "fast-mirrored|--steps 30 --replicas 4 --batch-per-replica 16 --check-reference"
@@ -32,10 +36,8 @@ for run in "${runs[@]}"; do
   done
   CHECKS=$((CHECKS + 1))
   [ "$found" = 1 ] || fail "$name: no checkpoint written"
-  # The printed summary too, every figure but the wall-clock times ("(0.4 s)", "in
-  # 0.4 s (4551 images/s)"), with each side's checkpoint directory named alike.
+  # The printed summary too, every figure but the wall-clock times.
   CHECKS=$((CHECKS + 1))
-  untimed() { sed -E 's/[0-9.]+ s\b/_ s/g; s/[0-9]+ images\/s/_ images\/s/g; s/\.(this|other)\//.SIDE\//g' "$1"; }
   diff <(untimed "$WORK/$name.this.out") <(untimed "$WORK/$name.other.out") >"$WORK/$name.diff" ||
     { fail "$name: the two builds print different figures"; head -20 "$WORK/$name.diff" >&2; }
 done
