@@ -281,7 +281,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   std::string schedule, strategy = "one_device", all_reduce = "ring", convention = "tf", denominator = "global",
                         rebatch = "v2", auto_shard = "auto", topology = "fully_connected", math = "fast",
                         regularization_split, regularization_scaling = "scaled", empty_replica = "zero",
-                        reduction = "none", backend = "cpu", devices_text;
+                        reduction = "none", keras = "3", backend = "cpu", devices_text;
   std::vector<std::string> faults;
   int streams = 0;
   double link_latency_us = 5.0, link_gbps = 25.0, device_gflops = 100.0;
@@ -325,7 +325,9 @@ int TrainCommand(const std::vector<std::string>& args) {
       ("convention", po::value(&convention)->default_value(convention),
        "tf (SUM of globally scaled losses) or ddp (MEAN of per-replica means)")
       ("loss-denominator", po::value(&denominator)->default_value(denominator),
-       "global (global_batch_size), default (local batch x replicas) or per-replica (reduce_mean: the pitfall)")
+       "what each replica divides its summed losses by: global (compute_average_loss(l, global_batch_size=G): the "
+       "older tutorial), default (compute_average_loss(l): local batch x replicas, the current tutorial) or "
+       "per-replica (tf.reduce_mean: the pitfall)")
       ("check-reference", "compare every step with one device on the global batch (exit 1 if a step fails)")
       ("math", po::value(&math)->default_value(math),
        "fast (checked against an error bound) or exact (bitwise equal to one device for any replica count)")
@@ -340,9 +342,13 @@ int TrainCommand(const std::vector<std::string>& args) {
       ("regularization-scaling", po::value(&regularization_scaling)->default_value(regularization_scaling),
        "scaled (scale_regularization_loss: r / N per replica) or unscaled (each replica adds r: the pitfall)")
       ("empty-replica-loss", po::value(&empty_replica)->default_value(empty_replica),
-       "an empty replica's loss under the default denominator: zero (TF >= 2.13) or nan (before)")
+       "an empty replica under the default denominator: zero (TF 2.13 and later: its loss is 0) or error (TF 2.12 "
+       "and before: InvalidArgumentError, the run stops)")
       ("loss-reduction", po::value(&reduction)->default_value(reduction),
-       "the loss object's reduction: none or sum; sum_over_batch_size and auto are refused, as TF does")
+       "the loss object's reduction: none, sum, sum_over_batch_size (Keras 3 runs it: local mean / replicas; "
+       "Keras 2 refuses it) or auto (Keras 2 only, refused)")
+      ("keras", po::value(&keras)->default_value(keras),
+       "the Keras the loss object comes from: 3 (tf.keras since TF 2.16) or 2 (TF 2.15 and before, or tf_keras)")
       ("inject-fault", po::value(&faults)->composing(),
        "inject a fault, e.g. die:replica=2,step=5 (kinds: throw, die, straggler, drop, corrupt, nan; "
        "docs/reliability.md); repeatable")
@@ -424,6 +430,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     parse(regularization_scaling, ParseRegularizationScaling, config.cluster.regularization_scaling);
     parse(empty_replica, ParseEmptyReplicaLoss, config.cluster.empty_replica);
     parse(reduction, ParseLossReduction, config.cluster.reduction);
+    parse(keras, ParseKerasVersion, config.cluster.keras);
     parse(rebatch, ParseRebatchRule, config.rebatch);
     parse(auto_shard, ParseAutoShardPolicy, config.shard_policy);
     parse(topology, ParseTopologyKind, config.topology);

@@ -17,6 +17,10 @@ constexpr NameTable<LossReduction, 4> kReductions = {{
     {"auto", LossReduction::kAuto},
     {"sum_over_batch_size", LossReduction::kSumOverBatchSize},
 }};
+constexpr NameTable<KerasVersion, 2> kKerasVersions = {{
+    {"3", KerasVersion::k3},
+    {"2", KerasVersion::k2},
+}};
 }  // namespace
 
 StatusOr<LossReduction> ParseLossReduction(std::string_view name) {
@@ -25,14 +29,28 @@ StatusOr<LossReduction> ParseLossReduction(std::string_view name) {
 
 std::string_view LossReductionName(LossReduction reduction) { return EnumName(reduction, kReductions); }
 
-Status CheckReductionForCustomLoop(LossReduction reduction) {
+StatusOr<KerasVersion> ParseKerasVersion(std::string_view name) {
+  return ParseEnumName(name, kKerasVersions, "Keras version");
+}
+
+std::string_view KerasVersionName(KerasVersion version) { return EnumName(version, kKerasVersions); }
+
+Status CheckReductionForCustomLoop(LossReduction reduction, KerasVersion keras) {
   if (reduction == LossReduction::kNone || reduction == LossReduction::kSum) return Status::Ok();
+  if (keras == KerasVersion::k3) {
+    if (reduction == LossReduction::kSumOverBatchSize) return Status::Ok();
+    return Status::InvalidArgument(
+        "Invalid value for argument `reduction`. Expected one of {'mean', 'mean_with_sample_weight', 'none', 'sum', "
+        "'sum_over_batch_size', None}. Received: reduction=auto (Keras 3 has no AUTO reduction; Keras 2, "
+        "--keras 2, had one and refused it under a strategy)");
+  }
   return Status::InvalidArgument(
-      "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` for loss reduction "
-      "when losses are used with `tf.distribute.Strategy`, outside of the built-in training loops. Reduction " +
+      "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` for loss reduction when "
+      "losses are used with `tf.distribute.Strategy`, except for specifying losses in `Model.compile()` for use by "
+      "the built-in training looop `Model.fit()` (Keras 2's ValueError, quoted as it is spelled). Reduction " +
       std::string(LossReductionName(reduction)) +
-      " divides by the per-replica batch size, so summing the replicas' gradients makes them num_replicas "
-      "times too large. Use reduction none and compute_average_loss(per_example_loss, global_batch_size=...).");
+      " divides by the per-replica batch size. Use reduction none and compute_average_loss(per_example_loss, "
+      "global_batch_size=...); Keras 3 (--keras 3) runs sum_over_batch_size instead.");
 }
 
 template <typename T>

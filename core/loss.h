@@ -29,10 +29,22 @@ enum class LossReduction { kNone, kSum, kAuto, kSumOverBatchSize };
 StatusOr<LossReduction> ParseLossReduction(std::string_view name);
 std::string_view LossReductionName(LossReduction reduction);
 
-/// OK for NONE and SUM. AUTO and SUM_OVER_BATCH_SIZE are refused in a custom
-/// training loop under a distribution strategy, with TF's explanation: they divide
-/// by the per-replica batch size, so the reduced gradients would be N times too large.
-Status CheckReductionForCustomLoop(LossReduction reduction);
+/// Which Keras the loss object comes from: Keras 3 (tf.keras since TF 2.16, the
+/// default) or Keras 2 (tf.keras up to TF 2.15; tf_keras with TF_USE_LEGACY_KERAS=1).
+enum class KerasVersion { k2, k3 };
+/// Parses "2" or "3".
+StatusOr<KerasVersion> ParseKerasVersion(std::string_view name);
+std::string_view KerasVersionName(KerasVersion version);
+
+/// Whether a loss object with `reduction` may be called inside strategy.run, with
+/// each Keras's own words when it may not:
+/// - Keras 3 (keras/src/losses/loss.py): NONE, SUM and SUM_OVER_BATCH_SIZE run;
+///   AUTO is not a reduction at all ("Invalid value for argument `reduction`").
+///   SUM_OVER_BATCH_SIZE then divides by the local batch and scales by
+///   1/num_replicas_in_sync (scale_loss_for_distribution): see ClusterConfig::LossScale.
+/// - Keras 2 (losses_utils): AUTO and SUM_OVER_BATCH_SIZE raise the ValueError
+///   "Please use `tf.keras.losses.Reduction.SUM` or ... NONE" outside fit().
+Status CheckReductionForCustomLoop(LossReduction reduction, KerasVersion keras);
 
 /// Per-example sparse categorical cross-entropy from logits [B, C].
 /// Writes losses[i] = logsumexp(z_i) - z_i[label_i]. If `dlogits` is not null,

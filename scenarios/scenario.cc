@@ -248,7 +248,7 @@ void ReadRun(const toml::table& root, const std::string& path, ScenarioRun& run,
   }
   if (const toml::table* t = Section(root, "loss", top)) {
     TableReader r(*t, "loss", path, status);
-    r.AllowOnly({"convention", "denominator", "regularization", "split", "reduction", "empty_replica"});
+    r.AllowOnly({"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"});
     r.Name("convention", c.cluster.convention, ParseConvention);
     r.Name("denominator", c.cluster.denominator, ParseLossDenominator);
     r.Name("regularization", c.cluster.regularization_scaling, ParseRegularizationScaling);
@@ -256,6 +256,13 @@ void ReadRun(const toml::table& root, const std::string& path, ScenarioRun& run,
     r.Name("split", split, ParseRegularizationSplit);
     if (r.Has("split")) c.cluster.regularization_split = split;
     r.Name("reduction", c.cluster.reduction, ParseLossReduction);
+    if (const toml::node* keras = t->get("keras"); keras != nullptr && keras->is_integer()) {
+      auto parsed = ParseKerasVersion(std::to_string(**keras->as_integer()));  // keras = 2 as well as "2"
+      if (!parsed.ok()) r.Fail(*keras, "loss.keras: " + parsed.status().message());
+      else c.cluster.keras = *parsed;
+    } else {
+      r.Name("keras", c.cluster.keras, ParseKerasVersion);
+    }
     r.Name("empty_replica", c.cluster.empty_replica, ParseEmptyReplicaLoss);
   }
   if (const toml::table* t = Section(root, "optimizer", top)) {

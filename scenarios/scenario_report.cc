@@ -58,8 +58,9 @@ std::string LossCode(const TrainConfig& c) {
   if (c.cluster.convention == Convention::kDdp) return "ddp mean";
   std::string code = std::string(LossDenominatorName(c.cluster.denominator));
   if (c.cluster.regularization_scaling == RegularizationScaling::kUnscaled) code += ", unscaled reg.";
-  if (c.cluster.empty_replica == EmptyReplicaLoss::kNaN) code += ", pre-2.13";
+  if (c.cluster.empty_replica == EmptyReplicaLoss::kError) code += ", TF 2.12";
   if (c.cluster.reduction != LossReduction::kNone) code += ", " + std::string(LossReductionName(c.cluster.reduction));
+  if (c.cluster.keras == KerasVersion::k2) code += ", Keras 2";
   return code;
 }
 

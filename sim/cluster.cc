@@ -233,7 +233,7 @@ Status ClusterConfig::Validate() const {
     return Status::InvalidArgument("--workers " + std::to_string(workers) + " needs the multi_worker_mirrored or "
                                    "parameter_server strategy (" + std::string(StrategyName(strategy)) +
                                    " runs on one worker)");
-  DTLAB_RETURN_IF_ERROR(CheckReductionForCustomLoop(reduction));
+  DTLAB_RETURN_IF_ERROR(CheckReductionForCustomLoop(reduction, keras));
   for (const FaultSpec& fault : faults) {
     if (fault.replica >= replicas || (fault.to >= replicas))
       return Status::InvalidArgument("fault " + FaultSpecText(fault) + " names replica " +
@@ -248,6 +248,34 @@ Status ClusterConfig::Validate() const {
     return Status::InvalidArgument("regularization scaling 'unscaled' applies to synchronous replicas; "
                                    "parameter_server workers each apply their own update");
   return Status::Ok();
+}
+
+ClusterConfig::LossScale ClusterConfig::ReplicaLossScale(std::int64_t local_batch, std::int64_t global_batch_size,
+                                                         std::int32_t num_replicas) const {
+  if (convention == Convention::kDdp) return {local_batch, 1.0f, false};
+  if (reduction == LossReduction::kSumOverBatchSize && keras == KerasVersion::k3)
+    // keras/src/losses/loss.py reduce_values: divide_no_nan(sum, local batch), then
+    // scale_loss_for_distribution multiplies by float32(1.0 / num_replicas_in_sync).
+    return {local_batch, num_replicas > 1 ? static_cast<float>(1.0 / num_replicas) : 1.0f, false};
+  return {ReplicaDenominator(denominator, local_batch, global_batch_size, num_replicas), 1.0f,
+          denominator == LossDenominator::kPerReplica};
+}
+
+std::string ClusterConfig::LossCodeText(std::int64_t global_batch_size) const {
+  std::string data;
+  if (convention == Convention::kDdp)
+    data = "mean(per_example_loss) (PyTorch DDP: gradients MEAN all-reduced)";
+  else if (reduction == LossReduction::kSumOverBatchSize && keras == KerasVersion::k3)
+    data = "SparseCategoricalCrossentropy(from_logits=True, reduction='sum_over_batch_size')(labels, logits) "
+           "(Keras 3: the local mean x 1/num_replicas_in_sync)";
+  else if (denominator == LossDenominator::kGlobal)
+    data = "compute_average_loss(per_example_loss, global_batch_size=" + std::to_string(global_batch_size) + ")";
+  else if (denominator == LossDenominator::kDefault)
+    data = "compute_average_loss(per_example_loss)";
+  else
+    data = "tf.reduce_mean(per_example_loss)";
+  const bool unscaled = convention == Convention::kDdp || regularization_scaling == RegularizationScaling::kUnscaled;
+  return data + (unscaled ? " + l2 * sum(kernel^2)" : " + scale_regularization_loss(l2 * sum(kernel^2))");
 }
 
 Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size)
@@ -384,14 +412,15 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   // Loss scaling: TF divides by the chosen denominator on each replica and SUMs;
   // DDP takes each replica's mean and MEANs the gradients.
   const bool ddp = config_.convention == Convention::kDdp;
-  std::vector<std::int64_t> denominators(static_cast<std::size_t>(n));
+  std::vector<ClusterConfig::LossScale> scales(static_cast<std::size_t>(n));
   for (std::int32_t r = 0; r < n; ++r) {
     const auto k = static_cast<std::size_t>(r);
-    denominators[k] = ddp ? batch_sizes[k] : ReplicaDenominator(config_.denominator, batch_sizes[k], global_batch_size, n);
-    AverageLossCoefficients<float>({}, batch_sizes[k], denominators[k], 1.0f,
+    scales[k] = config_.ReplicaLossScale(batch_sizes[k], global_batch_size, n);
+    AverageLossCoefficients<float>({}, batch_sizes[k], scales[k].denominator, scales[k].factor,
                                    std::span(coefficients_).subspan(static_cast<std::size_t>(offsets[k]),
                                                                     static_cast<std::size_t>(batch_sizes[k])));
   }
+  DTLAB_RETURN_IF_ERROR(CheckEmptyReplicas(batch_sizes, step));
 
   StepResult result;
   result.replica_losses.assign(static_cast<std::size_t>(n), 0.0f);
@@ -434,9 +463,11 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
       Replica& replica = *Local(r);
       const ParameterList<float>& weights = central() ? host_params_ : replica.params;
       const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
-      const float data_loss = EmptyReplicaNaN(batch_sizes[k])
-                                  ? std::numeric_limits<float>::quiet_NaN()
-                                  : ComputeAverageLoss<float>(std::span(losses_).subspan(begin, count), {}, denominators[k]);
+      const float data_loss =
+          scales[k].nan_when_empty && count == 0
+              ? std::numeric_limits<float>::quiet_NaN()
+              : ComputeAverageLoss<float>(std::span(losses_).subspan(begin, count), {}, scales[k].denominator) *
+                    scales[k].factor;
       const float regularization = model_.RegularizationLoss(weights);
       result.replica_losses[k] = data_loss + (unscaled ? regularization : ScaleRegularizationLoss(regularization, n));
       model_.AddRegularizationGradient(weights, regularization_scale, replica.grads);
@@ -519,13 +550,28 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   return result;
 }
 
+Status Cluster::CheckEmptyReplicas(const std::vector<std::int64_t>& batch_sizes, std::int64_t step) const {
+  if (config_.empty_replica != EmptyReplicaLoss::kError || config_.convention != Convention::kTf ||
+      config_.denominator != LossDenominator::kDefault ||
+      (config_.reduction == LossReduction::kSumOverBatchSize && config_.keras == KerasVersion::k3))
+    return Status::Ok();
+  for (std::size_t r = 0; r < batch_sizes.size(); ++r)
+    if (batch_sizes[r] == 0)
+      return Status::Runtime(
+          "step " + std::to_string(step) + ": replica " + std::to_string(r) +
+          " has no examples, and TF 2.12's compute_average_loss(per_example_loss) asserts that local batch x "
+          "replicas is positive: InvalidArgumentError: global_batch_size must be positive..  Condition x > 0 did not "
+          "hold element-wise: x (shape=() dtype=int32) = 0. Pass global_batch_size, or use TF 2.13 and later "
+          "(--empty-replica-loss zero), where the empty replica's loss is 0; the step was not applied");
+  return Status::Ok();
+}
+
 std::int64_t Cluster::PrepareReference(std::int64_t global_batch_size) {
   const auto total = static_cast<std::int64_t>(labels_.size());
-  const std::int64_t denominator = config_.convention == Convention::kDdp
-                                       ? total
-                                       : ReplicaDenominator(config_.denominator, total, global_batch_size, 1);
+  const ClusterConfig::LossScale scale = config_.ReplicaLossScale(total, global_batch_size, 1);
+  const std::int64_t denominator = scale.denominator;
   reference_coefficients_.assign(labels_.size(), 0.0f);
-  AverageLossCoefficients<float>({}, total, denominator, 1.0f, reference_coefficients_);
+  AverageLossCoefficients<float>({}, total, denominator, scale.factor, reference_coefficients_);
   reference_losses_.assign(labels_.size(), 0.0f);
   reference_predictions_.assign(labels_.size(), 0);
   return denominator;
@@ -666,8 +712,9 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
       losses[k].Add(regularization);
       AddRegularizationWords(model_, weights, 1.0f, replica.words);
     }
-    result.replica_losses[k] =
-        EmptyReplicaNaN(offsets[k + 1] - offsets[k]) ? std::numeric_limits<float>::quiet_NaN() : losses[k].ToFloat();
+    result.replica_losses[k] = offsets[k + 1] == offsets[k] && config_.ReplicaLossScale(0, 0, n).nan_when_empty
+                                   ? std::numeric_limits<float>::quiet_NaN()
+                                   : losses[k].ToFloat();
   });
   } catch (const std::exception& e) {
     return Status::Runtime(std::string(e.what()) + "; the step was not applied");

@@ -55,6 +55,7 @@ struct ClusterConfig {
   RegularizationScaling regularization_scaling = RegularizationScaling::kScaled;
   EmptyReplicaLoss empty_replica = EmptyReplicaLoss::kZero;
   LossReduction reduction = LossReduction::kNone;
+  KerasVersion keras = KerasVersion::k3;
   // Fault injection (sim/faults.h) and detection.
   std::vector<FaultSpec> faults;
   double collective_timeout_seconds = 60;  // how long a collective waits for a replica (simulated)
@@ -66,9 +67,24 @@ struct ClusterConfig {
 
   std::int32_t replicas_per_worker() const { return workers > 0 ? replicas / workers : 0; }
   /// InvalidArgument naming the option for N < 1, workers that do not divide N, a
-  /// strategy that does not take that many replicas or workers, and for the
-  /// SUM_OVER_BATCH_SIZE and AUTO reductions, which TF refuses in custom loops.
+  /// strategy that does not take that many replicas or workers, and for a loss
+  /// reduction the chosen Keras refuses in custom loops (CheckReductionForCustomLoop).
   Status Validate() const;
+
+  /// How a replica with `local_batch` examples turns the sum of its per-example
+  /// losses into its loss: div_no_nan(sum, denominator) * factor, and so each
+  /// example's coefficient is div_no_nan(factor, denominator) (TF's autodiff).
+  struct LossScale {
+    std::int64_t denominator = 1;
+    float factor = 1.0f;  // 1/N for Keras 3's sum_over_batch_size (scale_loss_for_distribution)
+    bool nan_when_empty = false;  // tf.reduce_mean of no values is 0/0
+  };
+  /// `num_replicas` is num_replicas_in_sync: the cluster's N, or 1 for the
+  /// one-device reference.
+  LossScale ReplicaLossScale(std::int64_t local_batch, std::int64_t global_batch_size, std::int32_t num_replicas) const;
+  /// The per-replica loss as TF code, e.g. "compute_average_loss(per_example_loss,
+  /// global_batch_size=256) + scale_regularization_loss(l2 * sum(kernel^2))".
+  std::string LossCodeText(std::int64_t global_batch_size) const;
 };
 
 /// What one synchronous step produced.
@@ -149,12 +165,9 @@ class Cluster final : public TrainingEngine {
   // Under MPI, the faults of this step that are real: a die fault kills this
   // process with SIGKILL, a straggler sleeps (wall-clock seconds).
   Status RealFaults(std::int64_t step);
-  // Before TF 2.13, compute_average_loss without global_batch_size divided an empty
-  // replica's zero sum by 0 (local batch x N): its loss is NaN, not 0.
-  bool EmptyReplicaNaN(std::int64_t local_batch) const {
-    return local_batch == 0 && config_.empty_replica == EmptyReplicaLoss::kNaN &&
-           config_.convention == Convention::kTf && config_.denominator != LossDenominator::kGlobal;
-  }
+  // Before TF 2.13, compute_average_loss without global_batch_size asserted that
+  // local batch x N was positive: an empty replica stops the step with TF's error.
+  Status CheckEmptyReplicas(const std::vector<std::int64_t>& batch_sizes, std::int64_t step) const;
   // Exact mode's compute and reduction: leaves the reduced, rounded gradient in every
   // replica's `flat` (replica 0's only for CentralStorage) and returns the loss.
   StatusOr<float> ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,

@@ -34,7 +34,7 @@ constexpr NameTable<RegularizationScaling, 2> kScalings = {{
 }};
 constexpr NameTable<EmptyReplicaLoss, 2> kEmptyReplicaLosses = {{
     {"zero", EmptyReplicaLoss::kZero},
-    {"nan", EmptyReplicaLoss::kNaN},
+    {"error", EmptyReplicaLoss::kError},
 }};
 }  // namespace
 

@@ -55,11 +55,11 @@ enum class RegularizationScaling {
 StatusOr<RegularizationScaling> ParseRegularizationScaling(std::string_view name);
 std::string_view RegularizationScalingName(RegularizationScaling scaling);
 
-/// What compute_average_loss gives a replica with no examples under the default
+/// What compute_average_loss does for a replica with no examples under the default
 /// denominator (local batch x N = 0).
 enum class EmptyReplicaLoss {
-  kZero,  // TF >= 2.13: div_no_nan, the replica's loss is 0
-  kNaN,   // before TF 2.13: 0 / 0, the replica's loss (and so the reduced loss) is NaN
+  kZero,   // TF 2.13 and later: assert_non_negative, then div_no_nan: the replica's loss is 0
+  kError,  // TF 2.12 and before: assert_positive raises InvalidArgumentError "global_batch_size must be positive."
 };
 StatusOr<EmptyReplicaLoss> ParseEmptyReplicaLoss(std::string_view name);
 std::string_view EmptyReplicaLossName(EmptyReplicaLoss behaviour);

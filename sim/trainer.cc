@@ -121,15 +121,22 @@ Status AppendMetricsCsv(const std::string& directory, const EpochReport& r) {
 // --dump-step: the weights before the step, its global batch and its gradients.
 Status DumpStep(const TrainConfig& config, const Sequential<float>& model, const ParameterList<float>& params,
                 const ParameterList<float>& grads, const Tensor<float>& images, std::span<const std::int32_t> labels,
-                float loss, float learning_rate, std::int64_t step) {
+                float loss, float learning_rate, std::int64_t step, std::span<const std::int64_t> replica_batch_sizes) {
   SafetensorsFile file;
   file.metadata = RunIdentity(config);
   file.metadata["dtlab.step"] = std::to_string(step);
   file.metadata["dtlab.learning_rate"] = std::to_string(learning_rate);
   file.metadata["dtlab.l2"] = "1e-05";
-  file.metadata["dtlab.loss"] =
-      "compute_average_loss(sparse_categorical_crossentropy_from_logits, global_batch_size) + "
-      "scale_regularization_loss(l2 * sum(kernel^2))";
+  // What each replica computed, so a peer can recompute the step replica by replica.
+  file.metadata["dtlab.loss"] = config.cluster.LossCodeText(config.global_batch_size());
+  file.metadata["dtlab.convention"] = std::string(ConventionName(config.cluster.convention));
+  file.metadata["dtlab.loss_denominator"] = std::string(LossDenominatorName(config.cluster.denominator));
+  file.metadata["dtlab.loss_reduction"] = std::string(LossReductionName(config.cluster.reduction));
+  file.metadata["dtlab.keras"] = std::string(KerasVersionName(config.cluster.keras));
+  file.metadata["dtlab.num_replicas_in_sync"] = std::to_string(config.cluster.replicas);
+  std::string sizes;
+  for (const std::int64_t b : replica_batch_sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+  file.metadata["dtlab.replica_batch_sizes"] = sizes;
   const auto& specs = model.parameters();
   for (std::size_t i = 0; i < specs.size(); ++i) DTLAB_RETURN_IF_ERROR(file.Add("weights/" + specs[i].name, params[i]));
   DTLAB_RETURN_IF_ERROR(file.Add("batch/images", images));
@@ -509,9 +516,9 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
         for (std::size_t r = 0; r < result.replica_losses.size(); ++r)
           if (std::isnan(result.replica_losses[r]) && result.replica_batch_sizes[r] == 0)
             return Status::Runtime("the loss became NaN" + where + ": replica " + std::to_string(r) +
-                                   " had no examples and compute_average_loss without global_batch_size divided its "
-                                   "empty sum by 0 (TF before 2.13); pass global_batch_size, or use TF >= 2.13's "
-                                   "div_no_nan (--empty-replica-loss zero)");
+                                   " had no examples, and tf.reduce_mean of no values is 0 / 0 (in every TF "
+                                   "version); divide by the global batch instead: compute_average_loss("
+                                   "per_example_loss, global_batch_size=...) (--loss-denominator global)");
         return Status::Runtime("the loss became " + std::string(std::isnan(result.loss) ? "NaN" : "infinite") + where +
                                "; try a smaller --lr");
       }
@@ -523,7 +530,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
         std::vector<std::int32_t> labels;
         GatherBatch(train, indices, images, labels);
         DTLAB_RETURN_IF_ERROR(DumpStep(config, *model, weights_before, reduced_gradient, images, labels, result.loss,
-                                       learning_rate, state.step + 1));
+                                       learning_rate, state.step + 1, result.replica_batch_sizes));
       }
       if (result.check) {
         report.reference_check->Add(*result.check);

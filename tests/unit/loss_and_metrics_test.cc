@@ -51,16 +51,38 @@ TEST(ScaleRegularizationLoss, DividesByReplicas) {
   EXPECT_EQ(ScaleRegularizationLoss(6.0f, 1), 6.0f);
 }
 
-TEST(LossReduction, NoneAndSumAllowedAutoAndSumOverBatchSizeRefused) {
-  EXPECT_TRUE(CheckReductionForCustomLoop(LossReduction::kNone).ok());
-  EXPECT_TRUE(CheckReductionForCustomLoop(LossReduction::kSum).ok());
+TEST(LossReduction, Keras2RefusesAutoAndSumOverBatchSize) {
+  EXPECT_TRUE(CheckReductionForCustomLoop(LossReduction::kNone, KerasVersion::k2).ok());
+  EXPECT_TRUE(CheckReductionForCustomLoop(LossReduction::kSum, KerasVersion::k2).ok());
   for (auto r : {LossReduction::kAuto, LossReduction::kSumOverBatchSize}) {
-    Status s = CheckReductionForCustomLoop(r);
+    Status s = CheckReductionForCustomLoop(r, KerasVersion::k2);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
-    EXPECT_NE(s.message().find("Reduction.SUM"), std::string::npos) << s.message();
+    // Keras 2's ValueError (TF 2.12.1's words, typo included).
+    EXPECT_NE(s.message().find("Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` for "
+                               "loss reduction when losses are used with `tf.distribute.Strategy`, except for "
+                               "specifying losses in `Model.compile()` for use by the built-in training looop "
+                               "`Model.fit()`"),
+              std::string::npos)
+        << s.message();
   }
   EXPECT_EQ(*ParseLossReduction("SUM_OVER_BATCH_SIZE"), LossReduction::kSumOverBatchSize);
   EXPECT_FALSE(ParseLossReduction("mean").ok());
+}
+
+TEST(LossReduction, Keras3RunsSumOverBatchSizeAndHasNoAuto) {
+  for (auto r : {LossReduction::kNone, LossReduction::kSum, LossReduction::kSumOverBatchSize})
+    EXPECT_TRUE(CheckReductionForCustomLoop(r, KerasVersion::k3).ok()) << LossReductionName(r);
+  Status s = CheckReductionForCustomLoop(LossReduction::kAuto, KerasVersion::k3);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  // Keras 3.15's ValueError from standardize_reduction.
+  EXPECT_NE(s.message().find("Invalid value for argument `reduction`. Expected one of {'mean', "
+                             "'mean_with_sample_weight', 'none', 'sum', 'sum_over_batch_size', None}. Received: "
+                             "reduction=auto"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(*ParseKerasVersion("2"), KerasVersion::k2);
+  EXPECT_EQ(*ParseKerasVersion("3"), KerasVersion::k3);
+  EXPECT_FALSE(ParseKerasVersion("4").ok());
 }
 
 TEST(LossReduction, ApplyNoneSumAndSumOverBatchSize) {
