@@ -40,6 +40,10 @@ class ConsoleObserver final : public TrainObserver {
       std::fprintf(out_, "Resuming from the checkpoint at step %lld\n", static_cast<long long>(resumed_from_step));
     std::fflush(out_);
   }
+  void OnInput(const std::string& description) override {
+    std::fprintf(out_, "Input: %s\n", description.c_str());
+    std::fflush(out_);
+  }
   void OnEpochBegin(std::int64_t epoch, float learning_rate, std::int64_t) override {
     epoch_ = epoch;
     epoch_start_ = last_draw_ = Clock::now();
@@ -279,7 +283,7 @@ Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_
 int TrainCommand(const std::vector<std::string>& args) {
   TrainConfig config;
   std::string schedule, strategy = "one_device", all_reduce = "ring", convention = "tf", denominator = "global",
-                        rebatch = "v2", auto_shard = "auto", topology = "fully_connected", math = "fast",
+                        rebatch = "v2", auto_shard = "auto", input = "dataset", topology = "fully_connected", math = "fast",
                         regularization_split, regularization_scaling = "scaled", empty_replica = "zero",
                         reduction = "none", keras = "3", backend = "cpu", devices_text;
   std::vector<std::string> faults;
@@ -358,8 +362,17 @@ int TrainCommand(const std::vector<std::string>& args) {
       ("backup-dir", po::value(&config.backup_dir),
        "BackupAndRestore: back the whole state up here, resume from it first, delete it when training ends")
       ("backup-every", po::value(&config.backup_every), "back up every K steps (default: at the end of every epoch)")
-      ("rebatch", po::value(&rebatch)->default_value(rebatch), "how a global batch is split: v2 or legacy")
-      ("auto-shard", po::value(&auto_shard)->default_value(auto_shard), "multi-worker sharding: off, auto, file, data, hint")
+      ("input", po::value(&input)->default_value(input),
+       "how the data reaches the replicas: dataset (experimental_distribute_dataset of the global batches, split "
+       "per replica) or function (distribute_datasets_from_function: each replica reads per-replica batches; the "
+       "replicas must divide the global batch)")
+      ("rebatch", po::value(&rebatch)->default_value(rebatch),
+       "the split rule experimental_distribute_dataset asks for: v2 or legacy. auto-shard auto or data rewrites v2 "
+       "into legacy (RewriteRebatchV2ToV1), even on one worker, so the default split is legacy; the Input line "
+       "says which rule is in force")
+      ("auto-shard", po::value(&auto_shard)->default_value(auto_shard),
+       "the dataset's auto_shard_policy: off, auto (applies data: the pipeline reads no files), file, data or hint; "
+       "it shards across workers and picks the split rule (auto, data: legacy)")
       ("drop-remainder", "drop the last short global batch of each epoch")
       ("topology", po::value(&topology)->default_value(topology),
        "cost model: fully_connected, ring, switch or torus2d (tpu uses torus2d)")
@@ -431,6 +444,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     parse(empty_replica, ParseEmptyReplicaLoss, config.cluster.empty_replica);
     parse(reduction, ParseLossReduction, config.cluster.reduction);
     parse(keras, ParseKerasVersion, config.cluster.keras);
+    parse(input, ParseInputApi, config.input);
     parse(rebatch, ParseRebatchRule, config.rebatch);
     parse(auto_shard, ParseAutoShardPolicy, config.shard_policy);
     parse(topology, ParseTopologyKind, config.topology);

@@ -218,8 +218,9 @@ void ReadRun(const toml::table& root, const std::string& path, ScenarioRun& run,
   }
   if (const toml::table* t = Section(root, "data", top)) {
     TableReader r(*t, "data", path, status);
-    r.AllowOnly({"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "rebatch", "shard",
-                 "drop_remainder", "shuffle_buffer"});
+    r.AllowOnly({"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch",
+                 "shard", "drop_remainder", "shuffle_buffer"});
+    r.Name("input", c.input, ParseInputApi);
     r.String("source", run.data.source);
     r.Integer("train_examples", run.data.train_examples, 0, 1'000'000);
     r.Integer("test_examples", run.data.test_examples, 0, 1'000'000);

@@ -64,6 +64,14 @@ std::string LossCode(const TrainConfig& c) {
   return code;
 }
 
+// How the global batch is split: the rebatch rule in force, "function" for
+// distribute_datasets_from_function, "-" with one replica (no split).
+std::string Split(const TrainConfig& c) {
+  if (c.cluster.replicas == 1) return "-";
+  if (c.input == InputApi::kFromFunction || c.cluster.strategy == StrategyKind::kParameterServer) return "function";
+  return std::string(RebatchRuleName(EffectiveRebatchRule(c.rebatch, c.shard_policy)));
+}
+
 std::string Cluster(const TrainConfig& c) {
   std::string text = std::string(StrategyName(c.cluster.strategy)) + " " + std::to_string(c.cluster.replicas);
   if (c.cluster.workers > 1) text += " (" + std::to_string(c.cluster.workers) + " workers)";
@@ -83,11 +91,12 @@ std::string ReferenceColumn(const RunResult& r) {
 
 std::vector<std::vector<std::string>> RunRows(const ScenarioResult& result) {
   std::vector<std::vector<std::string>> rows = {
-      {"run", "cluster", "global batch", "loss code", "math", "steps", "final loss", "test acc", "reference"}};
+      {"run", "cluster", "global batch", "split", "loss code", "math", "steps", "final loss", "test acc",
+       "reference"}};
   for (const auto& r : result.runs) {
     const TrainConfig& c = r.run->config;
     const bool ok = r.status.ok();
-    rows.push_back({r.name, Cluster(c), std::to_string(c.global_batch_size()), LossCode(c),
+    rows.push_back({r.name, Cluster(c), std::to_string(c.global_batch_size()), Split(c), LossCode(c),
                     std::string(MathModeName(c.cluster.math)), ok ? std::to_string(r.report.steps) : "-",
                     ok ? Format("%.4f", r.Value("final_loss")) : "-",
                     ok ? Format("%.2f%%", 100 * r.report.final_test_accuracy) : "-", ReferenceColumn(r)});
@@ -176,6 +185,7 @@ nlohmann::json ScenarioToJson(const ScenarioResult& result) {
                           {"replicas", c.cluster.replicas},
                           {"workers", c.cluster.workers},
                           {"global_batch", c.global_batch_size()},
+                          {"split", Split(c)},
                           {"loss_code", LossCode(c)},
                           {"math", MathModeName(c.cluster.math)},
                           {"status", r.status.ok() ? "ok" : (r.refused() ? "refused" : "fault")}};

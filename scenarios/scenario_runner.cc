@@ -19,6 +19,19 @@
 namespace dtlab {
 namespace {
 
+// A Keras Mean metric that every replica fed its value: float32 total and count per
+// replica, summed on read (SYNC_ON_READ, aggregation SUM), then divide_no_nan.
+float MeanOverReplicas(const std::vector<float>& replica_values) {
+  MeanMetric merged;
+  for (const float value : replica_values) {
+    MeanMetric replica;
+    replica.UpdateState(std::span<const float>(&value, 1));
+    merged.Merge(replica);
+  }
+  return merged.Result();
+}
+
+
 std::string Number(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4g", v);
@@ -142,12 +155,11 @@ void ComputeValues(RunResult& result, const Recorder& recorder) {
     v["max_gradient_ratio"] = most;
   }
   if (!steps.empty()) {
-    // What a Keras Mean metric reads when fed the replicas' scaled losses one by one,
-    // against their SUM (strategy.reduce), which is the real loss.
-    double sum = 0;
-    for (const float l : steps.front().replica_losses) sum += l;
+    // What a Keras Mean metric reads when every replica feeds it its scaled loss
+    // (float32 total and count per replica, summed on read), against their SUM
+    // (strategy.reduce), which is the real loss.
     v["sum_reduced_loss"] = steps.front().loss;
-    v["mean_metric_loss"] = sum / static_cast<double>(steps.front().replica_losses.size());
+    v["mean_metric_loss"] = MeanOverReplicas(steps.front().replica_losses);
     v["mean_metric_ratio"] = v["sum_reduced_loss"] / v["mean_metric_loss"];
   }
   std::int64_t empty = 0, short_steps = 0;
@@ -314,18 +326,22 @@ CheckVerdict Evaluate(const ScenarioCheck& check, const std::vector<RunResult>& 
     case ScenarioCheckKind::kMeanMetric: {
       v.label = "a Mean metric over the replicas' scaled losses reads the true mean";
       v.expected = check.expect_pass ? "PASS" : "FAIL";
-      double total = 0, scaled_sum = 0;
+      // In float32, as TF computes them: each replica's compute_average_loss, their
+      // SUM, and a Keras Mean metric fed the scaled losses.
+      float total = 0, scaled_sum = 0;
       std::int64_t count = 0;
       std::string scaled;
+      std::vector<float> replica_losses;
       for (const auto& replica : check.replica_losses) {
-        double sum = 0;
-        for (const double l : replica) sum += l, ++count;
+        float sum = 0;
+        for (const double l : replica) sum += static_cast<float>(l), ++count;
         total += sum;
-        scaled_sum += sum / static_cast<double>(check.global_batch);
-        scaled += (scaled.empty() ? "" : ", ") + Number(sum / static_cast<double>(check.global_batch));
+        replica_losses.push_back(DivNoNan(sum, static_cast<float>(check.global_batch)));
+        scaled_sum += replica_losses.back();
+        scaled += (scaled.empty() ? "" : ", ") + Number(replica_losses.back());
       }
-      const double true_mean = total / static_cast<double>(count);
-      const double mean_metric = scaled_sum / static_cast<double>(check.replica_losses.size());
+      const float true_mean = total / static_cast<float>(count);
+      const float mean_metric = MeanOverReplicas(replica_losses);
       v.passed = mean_metric == true_mean;
       v.numbers = {{"sum_reduced", scaled_sum}, {"mean_metric", mean_metric}, {"true_mean", true_mean}};
       v.got = v.passed ? "PASS" : "FAIL";

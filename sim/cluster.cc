@@ -560,8 +560,8 @@ Status Cluster::CheckEmptyReplicas(const std::vector<std::int64_t>& batch_sizes,
       return Status::Runtime(
           "step " + std::to_string(step) + ": replica " + std::to_string(r) +
           " has no examples, and TF 2.12's compute_average_loss(per_example_loss) asserts that local batch x "
-          "replicas is positive: InvalidArgumentError: global_batch_size must be positive..  Condition x > 0 did not "
-          "hold element-wise: x (shape=() dtype=int32) = 0. Pass global_batch_size, or use TF 2.13 and later "
+          "replicas is positive: InvalidArgumentError: global_batch_size must be positive. (Condition x > 0 did not "
+          "hold element-wise: x = 0) Pass global_batch_size, or use TF 2.13 and later "
           "(--empty-replica-loss zero), where the empty replica's loss is 0; the step was not applied");
   return Status::Ok();
 }
@@ -660,6 +660,11 @@ StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, st
                            "batch, so the SUM over " + std::to_string(n) + " replicas makes the gradients " +
                            std::to_string(n) + " times too large; use compute_average_loss(per_example_loss, "
                            "global_batch_size=GLOBAL_BATCH_SIZE)";
+    else if (config_.reduction == LossReduction::kSumOverBatchSize && config_.keras == KerasVersion::k3 && !ddp)
+      check.explanation += ": Keras 3's sum_over_batch_size divides each replica's losses by its local batch and "
+                           "by num_replicas_in_sync, like compute_average_loss without global_batch_size, so "
+                           "examples on short replicas weigh more than the global batch gives them; use reduction "
+                           "none and compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
     else if (config_.denominator == LossDenominator::kDefault && !ddp)
       check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
                            "more than the global batch does; pass global_batch_size";
@@ -805,6 +810,11 @@ StepCheck Cluster::CheckExactAgainstReference(const ParameterList<float>& weight
     else if (config_.denominator == LossDenominator::kPerReplica && !ddp)
       check.explanation += ": each replica divided its loss by its local batch (tf.reduce_mean) instead of the global "
                            "batch; use compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
+    else if (config_.reduction == LossReduction::kSumOverBatchSize && config_.keras == KerasVersion::k3 && !ddp)
+      check.explanation += ": Keras 3's sum_over_batch_size divides each replica's losses by its local batch and "
+                           "by num_replicas_in_sync, like compute_average_loss without global_batch_size, so "
+                           "examples on short replicas weigh more than the global batch gives them; use reduction "
+                           "none and compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
     else if (config_.denominator == LossDenominator::kDefault && !ddp)
       check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
                            "more than the global batch does; pass global_batch_size";

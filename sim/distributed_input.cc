@@ -92,6 +92,8 @@ std::string Plural(std::int64_t count, const char* noun) {
 }  // namespace
 
 namespace {
+constexpr NameTable<InputApi, 2> kInputApis = {{{"dataset", InputApi::kDistributeDataset},
+                                                {"function", InputApi::kFromFunction}}};
 constexpr NameTable<RebatchRule, 2> kRebatchRules = {{{"v2", RebatchRule::kV2}, {"legacy", RebatchRule::kLegacy}}};
 constexpr NameTable<AutoShardPolicy, 5> kShardPolicies = {{
     {"off", AutoShardPolicy::kOff},
@@ -102,6 +104,9 @@ constexpr NameTable<AutoShardPolicy, 5> kShardPolicies = {{
 }};
 }  // namespace
 
+StatusOr<InputApi> ParseInputApi(std::string_view name) { return ParseEnumName(name, kInputApis, "input API"); }
+std::string_view InputApiName(InputApi api) { return EnumName(api, kInputApis); }
+
 StatusOr<RebatchRule> ParseRebatchRule(std::string_view name) {
   return ParseEnumName(name, kRebatchRules, "rebatch rule");
 }
@@ -111,6 +116,18 @@ StatusOr<AutoShardPolicy> ParseAutoShardPolicy(std::string_view name) {
   return ParseEnumName(name, kShardPolicies, "auto-shard policy");
 }
 std::string_view AutoShardPolicyName(AutoShardPolicy policy) { return EnumName(policy, kShardPolicies); }
+
+AutoShardPolicy AppliedShardPolicy(AutoShardPolicy requested) {
+  // auto_shard.cc, OptimizeGraph / ApplyAutoShard, for range(n).shuffle().batch():
+  // FILE is skipped with one worker (and fails at RangeDataset with several); AUTO's
+  // FILE attempt fails the same way and falls back to DATA; HINT finds no
+  // shard(SHARD_HINT, ...) and changes nothing.
+  return requested == AutoShardPolicy::kAuto ? AutoShardPolicy::kData : requested;
+}
+
+RebatchRule EffectiveRebatchRule(RebatchRule requested, AutoShardPolicy requested_policy) {
+  return AppliedShardPolicy(requested_policy) == AutoShardPolicy::kData ? RebatchRule::kLegacy : requested;
+}
 
 // distribute.py, batch_sizes_for_worker: worker_0 = [floor+1] * num_ceil +
 // [floor] * (N - num_ceil); worker w gets worker_0[w*R:] + worker_0[:w*R].
@@ -214,36 +231,20 @@ StatusOr<DistributedDataset> DistributedDataset::DistributeDataset(const Distrib
   dataset.global_batch_size_ = options.global_batch_size;
   dataset.requested_policy_ = options.shard_policy;
 
-  // auto_shard.cc, OptimizeGraph / ApplyAutoShard, for range(n).shuffle().batch():
-  // FILE is skipped with one worker and otherwise fails at RangeDataset; AUTO's
-  // FILE attempt fails the same way and falls back to DATA; HINT finds no
-  // shard(SHARD_HINT, ...) and changes nothing.
-  switch (options.shard_policy) {
-    case AutoShardPolicy::kOff:
-    case AutoShardPolicy::kHint:
-      dataset.applied_policy_ = options.shard_policy;
-      break;
-    case AutoShardPolicy::kFile:
-      if (options.num_workers > 1) {
-        return Status::InvalidArgument(
-            "auto_shard_policy FILE cannot shard range(" + std::to_string(options.num_elements) +
-            ") across " + std::to_string(options.num_workers) +
-            " workers: TensorFlow's auto-shard rewrite fails with NotFoundError \"Found an unshardable source "
-            "dataset: RangeDataset\" (auto_shard.cc, RecursivelyHandleOp) because the pipeline reads no files; "
-            "use DATA (or AUTO, which falls back to DATA) to shard by element, or OFF to give every worker all "
-            "the data");
-      }
-      dataset.applied_policy_ = AutoShardPolicy::kFile;
-      break;
-    case AutoShardPolicy::kAuto:
-    case AutoShardPolicy::kData:
-      dataset.applied_policy_ = AutoShardPolicy::kData;
-      break;
+  // The policy and the rule TF applies (AppliedShardPolicy, EffectiveRebatchRule).
+  if (options.shard_policy == AutoShardPolicy::kFile && options.num_workers > 1) {
+    return Status::InvalidArgument(
+        "auto_shard_policy FILE cannot shard range(" + std::to_string(options.num_elements) + ") across " +
+        std::to_string(options.num_workers) +
+        " workers: TensorFlow's auto-shard rewrite fails with NotFoundError \"Found an unshardable source "
+        "dataset: RangeDataset\" (auto_shard.cc, RecursivelyHandleOp) because the pipeline reads no files; "
+        "use DATA (or AUTO, which falls back to DATA) to shard by element, or OFF to give every worker all "
+        "the data");
   }
-  // RewriteRebatchV2ToV1: DATA sharding replaces RebatchDatasetV2 with the legacy
-  // RebatchDataset over num_replicas_in_sync. With one replica in sync input_lib
-  // does not rebatch at all; both rules then give the whole batch to the replica.
-  dataset.effective_rule_ = dataset.applied_policy_ == AutoShardPolicy::kData ? RebatchRule::kLegacy : options.rule;
+  dataset.applied_policy_ = AppliedShardPolicy(options.shard_policy);
+  // With one replica in sync input_lib does not rebatch at all; both rules then give
+  // the whole batch to the replica.
+  dataset.effective_rule_ = EffectiveRebatchRule(options.rule, options.shard_policy);
   // _enable_get_next_as_optional: partial batches are handled in multi-worker
   // mode or when the dataset's shapes are not static (no drop_remainder).
   dataset.partial_batch_handling_ = options.num_workers > 1 || !options.drop_remainder;

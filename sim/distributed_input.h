@@ -77,6 +77,24 @@ enum class AutoShardPolicy { kOff, kAuto, kFile, kData, kHint };
 StatusOr<AutoShardPolicy> ParseAutoShardPolicy(std::string_view name);
 std::string_view AutoShardPolicyName(AutoShardPolicy policy);
 
+/// How the run's dataset reaches the replicas: strategy.experimental_distribute_dataset
+/// of the globally batched dataset (rebatched per replica), or
+/// strategy.distribute_datasets_from_function of a dataset_fn that shards and
+/// batches by context.get_per_replica_batch_size (no rebatch).
+enum class InputApi { kDistributeDataset, kFromFunction };
+/// Parses "dataset" or "function" (case-insensitive).
+StatusOr<InputApi> ParseInputApi(std::string_view name);
+std::string_view InputApiName(InputApi api);
+
+/// The policy TF applies to experimental_distribute_dataset(range(n).shuffle().batch())
+/// on `num_workers` workers (auto_shard.cc): AUTO becomes DATA (its FILE attempt finds
+/// no files), DATA stays DATA, OFF, HINT and FILE are kept as given (FILE on several
+/// workers is refused by DistributeDataset).
+AutoShardPolicy AppliedShardPolicy(AutoShardPolicy requested);
+/// The rebatch rule in force: DATA sharding rewrites RebatchDatasetV2 into the legacy
+/// RebatchDataset (RewriteRebatchV2ToV1), even on one worker; otherwise `requested`.
+RebatchRule EffectiveRebatchRule(RebatchRule requested, AutoShardPolicy requested_policy);
+
 /// TF's `batch_sizes_for_worker(G, W, R, w)` (distribute.py): the W*R batch sizes
 /// worker `worker_index` cycles through. Example: G=7, W=2, R=2 gives [2,2,2,1]
 /// for worker 0 and [2,1,2,2] for worker 1.

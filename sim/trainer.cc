@@ -386,14 +386,22 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   input.shard_policy = config.shard_policy;
   // Parameter-server workers each read their own shard, as the PS tutorial's
   // dataset_fn does with distribute_datasets_from_function.
+  // --input function: the dataset_fn of the tutorials, batched by
+  // context.get_per_replica_batch_size(GLOBAL_BATCH_SIZE) (a ValueError in TF when N
+  // does not divide the global batch).
   auto make_dataset = [&]() -> StatusOr<DistributedDataset> {
-    if (!async) return DistributedDataset::DistributeDataset(input);
+    if (!async && config.input == InputApi::kDistributeDataset) return DistributedDataset::DistributeDataset(input);
     return DistributedDataset::DistributeDatasetsFromFunction(
-        config.cluster.workers, 1, [&](const InputContext& context) -> StatusOr<Pipeline> {
+        config.cluster.workers, async ? 1 : config.cluster.replicas_per_worker(),
+        [&](const InputContext& context) -> StatusOr<Pipeline> {
+          std::int64_t per_replica = config.batch_per_replica;
+          if (!async) {
+            DTLAB_ASSIGN_OR_RETURN(per_replica, context.GetPerReplicaBatchSize(config.global_batch_size()));
+          }
           Pipeline pipeline(train.count);
           DTLAB_RETURN_IF_ERROR(pipeline.Shuffle(input.shuffle_buffer, config.seed));
           DTLAB_RETURN_IF_ERROR(pipeline.Shard(context.num_input_pipelines, context.input_pipeline_id));
-          DTLAB_RETURN_IF_ERROR(pipeline.Batch(config.batch_per_replica, config.drop_remainder));
+          DTLAB_RETURN_IF_ERROR(pipeline.Batch(per_replica, config.drop_remainder));
           return pipeline;
         });
   };
@@ -405,6 +413,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   std::vector<std::vector<double>> traced_compute;  // per traced step, each replica's compute seconds
   if (config.cluster.check_reference) report.reference_check.emplace();
   observer->OnStart(report.model_summary, report.resumed_from_step);
+  observer->OnInput(report.input_description);
 
   const std::int64_t global_batch = config.global_batch_size();
   BatchRunner evaluator(*model, config.chunk_size);

@@ -60,6 +60,7 @@ struct TrainConfig {
 
   // The virtual cluster (sim/cluster.h) and its input (sim/distributed_input.h).
   ClusterConfig cluster;                  // strategy, replicas, workers, all-reduce, convention, denominator
+  InputApi input = InputApi::kDistributeDataset;
   RebatchRule rebatch = RebatchRule::kV2;
   AutoShardPolicy shard_policy = AutoShardPolicy::kAuto;
   bool drop_remainder = false;
@@ -160,6 +161,8 @@ class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
   virtual void OnStart(const std::string& /*model_summary*/, std::int64_t /*resumed_from_step*/) {}
+  /// How the data reaches the replicas (DistributedDataset::Describe), after OnStart.
+  virtual void OnInput(const std::string& /*input_description*/) {}
   virtual void OnEpochBegin(std::int64_t /*epoch*/, float /*learning_rate*/, std::int64_t /*steps_in_epoch*/) {}
   virtual void OnStep(std::int64_t /*step_in_epoch*/, std::int64_t /*steps_in_epoch*/, float /*mean_loss*/,
                       float /*accuracy*/) {}

@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 #include <tbb/global_control.h>
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -385,6 +386,71 @@ TEST(ExactMode, DdpEqualForPowerOfTwoEvenSplits) {
     const StepResult r =
         std::move(cluster->TrainStep(setup.data, SplitBatch(batch, 16, n, RebatchRule::kV2), 16, 1e-3f, 0)).value();
     EXPECT_TRUE(r.check->within_bound) << n << ": " << r.check->explanation;
+  }
+}
+
+// Keras 3's sum_over_batch_size under a strategy: the local mean times 1/N. On an
+// even split every example weighs 1/G, so exact mode equals one device bitwise; on
+// an uneven split the short replica's examples weigh more, and the check names it.
+TEST(ExactMode, Keras3SumOverBatchSizeEqualsOneDeviceOnEvenSplitsOnly) {
+  Lab setup("linear", 6, 10, 5);
+  ClusterConfig config;
+  config.math = MathMode::kExact;
+  config.strategy = StrategyKind::kMirrored;
+  config.replicas = 4;
+  config.check_reference = true;
+  config.reduction = LossReduction::kSumOverBatchSize;
+  const ClusterConfig::LossScale scale = config.ReplicaLossScale(2, 8, 4);
+  EXPECT_EQ(scale.denominator, 2);
+  EXPECT_EQ(scale.factor, 0.25f);
+  EXPECT_EQ(config.ReplicaLossScale(2, 8, 3).factor, static_cast<float>(1.0 / 3));
+  EXPECT_EQ(config.ReplicaLossScale(8, 8, 1).factor, 1.0f);  // the one-device reference
+  std::vector<std::int64_t> batch(8);
+  std::iota(batch.begin(), batch.end(), 0);
+  auto even = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+  const StepResult a =
+      std::move(even->TrainStep(setup.data, SplitBatch(batch, 8, 4, RebatchRule::kV2), 8, 1e-3f, 0)).value();
+  EXPECT_TRUE(a.check->within_bound) << a.check->explanation;
+  EXPECT_TRUE(a.check->exact);
+  batch.resize(6);  // split 2/2/1/1
+  auto uneven = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+  const StepResult b =
+      std::move(uneven->TrainStep(setup.data, SplitBatch(batch, 8, 4, RebatchRule::kV2), 8, 1e-3f, 0)).value();
+  EXPECT_FALSE(b.check->within_bound);
+  EXPECT_NE(b.check->explanation.find("Keras 3's sum_over_batch_size"), std::string::npos) << b.check->explanation;
+}
+
+// TF 2.12: compute_average_loss without global_batch_size on an empty replica
+// raises; TF 2.13 and later give it 0; tf.reduce_mean gives NaN in every version.
+TEST(ExactMode, EmptyReplicaUnderEachRule) {
+  Lab setup("linear", 6, 8, 5);
+  std::vector<std::int64_t> batch(3);
+  std::iota(batch.begin(), batch.end(), 0);
+  const auto split = SplitBatch(batch, 8, 4, RebatchRule::kLegacy);  // [1, 1, 1, 0]
+  ASSERT_TRUE(split[3].empty());
+  for (const MathMode math : {MathMode::kFast, MathMode::kExact}) {
+    ClusterConfig config;
+    config.math = math;
+    config.strategy = StrategyKind::kMirrored;
+    config.replicas = 4;
+    config.denominator = LossDenominator::kDefault;
+    auto zero = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+    const StepResult r = std::move(zero->TrainStep(setup.data, split, 8, 1e-3f, 1)).value();
+    EXPECT_EQ(r.replica_losses[3], 0.0f);
+    config.empty_replica = EmptyReplicaLoss::kError;
+    auto error = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+    const auto failed = error->TrainStep(setup.data, split, 8, 1e-3f, 1);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.status().code(), Status::Code::kRuntime);
+    EXPECT_NE(failed.status().message().find("InvalidArgumentError: global_batch_size must be positive."),
+              std::string::npos)
+        << failed.status().message();
+    config.denominator = LossDenominator::kGlobal;  // with global_batch_size, 0 in every version
+    auto global = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+    EXPECT_EQ(std::move(global->TrainStep(setup.data, split, 8, 1e-3f, 1)).value().replica_losses[3], 0.0f);
+    config.denominator = LossDenominator::kPerReplica;
+    auto mean = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
+    EXPECT_TRUE(std::isnan(std::move(mean->TrainStep(setup.data, split, 8, 1e-3f, 1)).value().replica_losses[3]));
   }
 }
 
