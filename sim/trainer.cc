@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "core/batch.h"
 #include "core/checkpoint_manager.h"
@@ -72,9 +73,19 @@ std::map<std::string, std::string> RecordedSettings(const TrainConfig& config) {
 // dtlab.batch_per_replica is left out: the global batch and the replica count
 // say what it did (and under --global-batch it is not the batch a replica got).
 constexpr const char* kChangeableSettings[] = {
-    "dtlab.dataset", "dtlab.math",       "dtlab.strategy", "dtlab.replicas",       "dtlab.workers",
-    "dtlab.global_batch", "dtlab.chunk_size", "dtlab.seed",    "dtlab.shuffle_buffer",
+    "dtlab.dataset",      "dtlab.math",       "dtlab.strategy", "dtlab.replicas",       "dtlab.workers",
+    "dtlab.global_batch", "dtlab.chunk_size", "dtlab.seed",     "dtlab.shuffle_buffer",
 };
+
+// A value read from a checkpoint, fit to be printed: at most 60 characters, and
+// anything but printable ASCII shown as '?'.
+std::string Printable(std::string_view text) {
+  std::string out(text.substr(0, 60));
+  for (char& c : out)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  if (text.size() > 60) out += "...";
+  return out;
+}
 
 std::optional<std::string> RecordedValue(const std::map<std::string, std::string>& metadata, const std::string& key) {
   auto it = metadata.find(key);
@@ -93,7 +104,7 @@ StatusOr<std::optional<std::int64_t>> RecordedCount(const SafetensorsFile& check
   const std::string& text = it->second;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || value < 1 || value >= (std::int64_t{1} << 31))
-    return Status::Corruption(path + ": the metadata's " + key + " is '" + text.substr(0, 40) +
+    return Status::Corruption(path + ": the metadata's " + key + " is '" + Printable(text) +
                               "', not a whole number from 1 to 2^31-1; the checkpoint is damaged (delete it, or use "
                               "another --checkpoint-dir)");
   return std::optional<std::int64_t>(value);
@@ -118,7 +129,7 @@ Status CheckCheckpointFits(const SafetensorsFile& checkpoint, const Sequential<f
     if (!checkpoint.metadata.count(key))
       return Status::Corruption(path + ": no " + key + " in the metadata; not a dtlab training checkpoint (use another "
                                 "directory, or delete this one to start afresh)");
-  const std::string& saved_model = checkpoint.metadata.at("dtlab.model");
+  const std::string saved_model = Printable(checkpoint.metadata.at("dtlab.model"));
   if (saved_model != config.model)
     return Status::InvalidArgument(where + " holds a checkpoint of another model (" + saved_model + " there, " +
                                    config.model + " here): its weights cannot be mapped onto " + config.model +
@@ -131,7 +142,7 @@ Status CheckCheckpointFits(const SafetensorsFile& checkpoint, const Sequential<f
     if (!name.starts_with("optimizer/")) continue;
     const auto slash = name.find('/', 10);
     if (slash == std::string_view::npos) continue;  // optimizer/iterations
-    const std::string slot(name.substr(10, slash - 10));
+    const std::string slot = Printable(name.substr(10, slash - 10));
     if (std::find(saved_slots.begin(), saved_slots.end(), slot) == saved_slots.end()) saved_slots.push_back(slot);
   }
   for (const auto& p : model.parameters()) {
@@ -150,7 +161,7 @@ Status CheckCheckpointFits(const SafetensorsFile& checkpoint, const Sequential<f
     return Status::InvalidArgument(where + " holds a checkpoint of another model: it has " +
                                    std::to_string(saved_model_tensors) + " model variables, " + config.model + " has " +
                                    std::to_string(model.parameters().size()) + afresh);
-  const std::string& saved_optimizer = checkpoint.metadata.at("dtlab.optimizer");
+  const std::string saved_optimizer = Printable(checkpoint.metadata.at("dtlab.optimizer"));
   std::vector<std::string> slots = optimizer.SlotNames();
   std::vector<std::string> sorted_saved = saved_slots, sorted_slots = slots;
   std::sort(sorted_saved.begin(), sorted_saved.end());
@@ -184,7 +195,7 @@ StatusOr<ResumeReport> DescribeResume(const SafetensorsFile& checkpoint, const s
   for (const char* key : kChangeableSettings) {
     const auto saved = RecordedValue(checkpoint.metadata, key), now = RecordedValue(recorded, key);
     if (!saved || !now || *saved == *now) continue;  // one side does not record it (exact mode), or no change
-    resume.changes.push_back({std::string(key).substr(6), saved->substr(0, 80), *now});
+    resume.changes.push_back({std::string(key).substr(6), Printable(*saved), *now});
     const std::string_view setting(key);
     resume.data_order_changed |= setting == "dtlab.seed" || setting == "dtlab.shuffle_buffer" || setting == "dtlab.dataset";
   }

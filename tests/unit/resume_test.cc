@@ -283,6 +283,17 @@ TEST(Resume, HostileMetadataAndCountersGiveErrorsNotCrashes) {
     EXPECT_EQ(refused.status().code(), Status::Code::kCorruption);
     EXPECT_NE(refused.status().message().find("dtlab.global_batch"), std::string::npos) << refused.status().message();
   }
+  // A model name with control characters is printed tamed.
+  EditLatestCheckpoint(dir.string(), [](SafetensorsFile& f) {
+    f.metadata["dtlab.global_batch"] = "8";
+    f.metadata["dtlab.model"] = "lin\x1b[2Jear";
+  });
+  auto refused = Train(TinyConfig(dir.string()), data);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("another model (lin?[2Jear there, linear here)"), std::string::npos)
+      << refused.status().message();
+  EditLatestCheckpoint(dir.string(), [](SafetensorsFile& f) { f.metadata["dtlab.model"] = "linear"; });
   // A huge position with another global batch: the epoch is over, and the run goes on with the next one.
   EditLatestCheckpoint(dir.string(), [](SafetensorsFile& f) {
     f.metadata["dtlab.global_batch"] = "2147483647";
