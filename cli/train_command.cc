@@ -28,6 +28,67 @@ namespace {
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;
 
+// One line: what a resumed run carried over from its checkpoint and what changed,
+// e.g. "Carried over: the weights (8 variables), the adam slots m, v (16 variables)
+// and iteration count 30, step 30, epoch 1 after 3840 of 60000 examples; changed:
+// replicas 4 -> 3".
+std::string DescribeResume(const ResumeReport& r) {
+  auto n = [](std::int64_t v) { return std::to_string(v); };
+  std::string line = "Carried over: the weights (" + n(r.model_variables) + " variables), ";
+  if (r.optimizer_slots.empty()) {
+    line += "the optimizer's iteration count " + n(r.optimizer_iterations) + " (it has no slots)";
+  } else {
+    std::string slots;
+    for (const auto& slot : r.optimizer_slots) slots += (slots.empty() ? "" : ", ") + slot;
+    line += "the optimizer's slots " + slots + " (" + n(r.optimizer_slot_variables) + " variables) and iteration count " +
+            n(r.optimizer_iterations);
+  }
+  line += ", step " + n(r.step) + ", epoch " + n(r.epoch) + " after " + n(r.position.examples_consumed) + " of " +
+          n(r.epoch_examples) + " examples";
+  if (r.global_batch != r.checkpoint_global_batch) {
+    line += " (batch " + n(r.checkpoint_step_in_epoch) + " at global batch " + n(r.checkpoint_global_batch) +
+            ", now batch " + n(r.position.step_in_epoch) + " at " + n(r.global_batch);
+    if (r.position.examples_skipped > 0)
+      line += "; " + n(r.position.examples_skipped) + " examples of this epoch left out, none repeated";
+    line += ")";
+  }
+  line += "; changed: ";
+  if (r.changes.empty()) line += "nothing the checkpoint records";
+  for (std::size_t i = 0; i < r.changes.size(); ++i) {
+    std::string setting = r.changes[i].setting;
+    std::replace(setting.begin(), setting.end(), '_', ' ');
+    line += (i ? ", " : "") + setting + " " + r.changes[i].checkpoint + " -> " + r.changes[i].run;
+  }
+  if (!r.layout_recorded) line += " (exact mode does not record the strategy, replicas or workers)";
+  if (r.data_order_changed)
+    line += "; the data order changed, so the rest of epoch " + n(r.epoch) +
+            " is not what the checkpoint's run would have seen";
+  return line;
+}
+
+nlohmann::json ResumeToJson(const ResumeReport& r) {
+  nlohmann::json changes = nlohmann::json::array();
+  for (const auto& c : r.changes) changes.push_back({{"setting", c.setting}, {"checkpoint", c.checkpoint}, {"run", c.run}});
+  return {{"checkpoint", r.checkpoint},
+          {"step", r.step},
+          {"epoch", r.epoch},
+          {"model_variables", r.model_variables},
+          {"optimizer_slots", r.optimizer_slots},
+          {"optimizer_slot_variables", r.optimizer_slot_variables},
+          {"optimizer_iterations", r.optimizer_iterations},
+          {"changes", std::move(changes)},
+          {"layout_recorded", r.layout_recorded},
+          {"data_order_changed", r.data_order_changed},
+          {"position",
+           {{"checkpoint_global_batch", r.checkpoint_global_batch},
+            {"checkpoint_step_in_epoch", r.checkpoint_step_in_epoch},
+            {"global_batch", r.global_batch},
+            {"step_in_epoch", r.position.step_in_epoch},
+            {"examples_consumed", r.position.examples_consumed},
+            {"examples_skipped", r.position.examples_skipped},
+            {"epoch_examples", r.epoch_examples}}}};
+}
+
 // Prints the tutorial's lines to `out` and, on a terminal, a progress bar on stderr.
 class ConsoleObserver final : public TrainObserver {
  public:
@@ -38,6 +99,10 @@ class ConsoleObserver final : public TrainObserver {
     std::fputs(summary.c_str(), out_);
     if (resumed_from_step >= 0)
       std::fprintf(out_, "Resuming from the checkpoint at step %lld\n", static_cast<long long>(resumed_from_step));
+    std::fflush(out_);
+  }
+  void OnResume(const ResumeReport& resume) override {
+    std::fprintf(out_, "%s\n", DescribeResume(resume).c_str());
     std::fflush(out_);
   }
   void OnInput(const std::string& description) override {
@@ -152,6 +217,7 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
   std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(report.weights_digest));
   out["weights_digest"] = digest;  // FNV-1a of the final variables: equal digests, equal bits
   if (report.resumed_from_step >= 0) out["resumed_from_step"] = report.resumed_from_step;
+  if (report.resume) out["resume"] = ResumeToJson(*report.resume);
   if (!report.staleness.empty()) {
     const StalenessSummary staleness = SummarizeStaleness(report.staleness);
     out["parameter_servers"] = config.parameter_servers;

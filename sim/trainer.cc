@@ -1,5 +1,7 @@
 #include "sim/trainer.h"
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "core/batch.h"
 #include "core/checkpoint_manager.h"
@@ -35,11 +38,13 @@ float LearningRateFor(const TrainConfig& config, float default_rate, std::int64_
   return rate;
 }
 
-// The configuration that must match for a checkpoint to be resumed.
-std::map<std::string, std::string> RunIdentity(const TrainConfig& config) {
-  // In exact mode a run's numbers do not depend on how the global batch is spread
-  // over replicas, workers or chunks, so neither does its identity: a checkpoint of
-  // 3 mirrored replicas is byte-identical to one device's, and resumes on any N.
+// The settings a checkpoint records in its metadata (docs/checkpoints.md). Only
+// the model and the optimizer must match for a run to resume (CheckCheckpointFits);
+// the others may differ and are reported as changes (DescribeResume). In exact
+// mode a run's numbers do not depend on how the global batch is spread over
+// replicas, workers or chunks, so that is not recorded: a checkpoint of 3 mirrored
+// replicas is byte-identical to one device's.
+std::map<std::string, std::string> RecordedSettings(const TrainConfig& config) {
   if (config.cluster.math == MathMode::kExact)
     return {
         {"dtlab.model", config.model},
@@ -61,6 +66,152 @@ std::map<std::string, std::string> RunIdentity(const TrainConfig& config) {
       {"dtlab.replicas", std::to_string(config.cluster.replicas)},
       {"dtlab.workers", std::to_string(config.cluster.workers)},
   };
+}
+
+// The recorded settings a resumed run may change, in the order a change is
+// reported. A fast-mode checkpoint has no dtlab.math (it reads "fast").
+// dtlab.batch_per_replica is left out: the global batch and the replica count
+// say what it did (and under --global-batch it is not the batch a replica got).
+constexpr const char* kChangeableSettings[] = {
+    "dtlab.dataset",      "dtlab.math",       "dtlab.strategy", "dtlab.replicas",       "dtlab.workers",
+    "dtlab.global_batch", "dtlab.chunk_size", "dtlab.seed",     "dtlab.shuffle_buffer",
+};
+
+// A value read from a checkpoint, fit to be printed: at most 60 characters, and
+// anything but printable ASCII shown as '?'.
+std::string Printable(std::string_view text) {
+  std::string out(text.substr(0, 60));
+  for (char& c : out)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  if (text.size() > 60) out += "...";
+  return out;
+}
+
+std::optional<std::string> RecordedValue(const std::map<std::string, std::string>& metadata, const std::string& key) {
+  auto it = metadata.find(key);
+  if (it != metadata.end()) return it->second;
+  if (key == "dtlab.math") return std::string("fast");
+  return std::nullopt;
+}
+
+// A count from the checkpoint's metadata: nullopt if absent; Corruption unless a
+// whole number in [1, 2^31) (the range of --replicas and a sane batch).
+StatusOr<std::optional<std::int64_t>> RecordedCount(const SafetensorsFile& checkpoint, const std::string& key,
+                                                    const std::string& path) {
+  auto it = checkpoint.metadata.find(key);
+  if (it == checkpoint.metadata.end()) return std::optional<std::int64_t>();
+  std::int64_t value = 0;
+  const std::string& text = it->second;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value >= (std::int64_t{1} << 31))
+    return Status::Corruption(path + ": the metadata's " + key + " is '" + Printable(text) +
+                              "', not a whole number from 1 to 2^31-1; the checkpoint is damaged (delete it, or use "
+                              "another --checkpoint-dir)");
+  return std::optional<std::int64_t>(value);
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  if (names.empty()) return "none";
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+// InvalidArgument unless `checkpoint` was written for this run's model and
+// optimizer: the same names, the model's variables with their shapes, and the
+// optimizer's slots. That is what TF's restore matches (by object path and
+// shape); the strategy, replica count and batch are not part of it. `where` names
+// the option and directory.
+Status CheckCheckpointFits(const SafetensorsFile& checkpoint, const Sequential<float>& model, const Optimizer& optimizer,
+                           const TrainConfig& config, const std::string& where, const std::string& path) {
+  const std::string afresh = ", or use another directory (or delete this one) to start afresh";
+  for (const char* key : {"dtlab.model", "dtlab.optimizer"})
+    if (!checkpoint.metadata.count(key))
+      return Status::Corruption(path + ": no " + key + " in the metadata; not a dtlab training checkpoint (use another "
+                                "directory, or delete this one to start afresh)");
+  const std::string saved_model = Printable(checkpoint.metadata.at("dtlab.model"));
+  if (saved_model != config.model)
+    return Status::InvalidArgument(where + " holds a checkpoint of another model (" + saved_model + " there, " +
+                                   config.model + " here): its weights cannot be mapped onto " + config.model +
+                                   "; resume with --model " + saved_model + afresh);
+  std::vector<std::string> saved_slots;
+  std::int64_t saved_model_tensors = 0;
+  for (const TensorEntry& entry : checkpoint.entries()) {
+    const std::string_view name = entry.name;
+    if (name.starts_with("model/")) ++saved_model_tensors;
+    if (!name.starts_with("optimizer/")) continue;
+    const auto slash = name.find('/', 10);
+    if (slash == std::string_view::npos) continue;  // optimizer/iterations
+    const std::string slot = Printable(name.substr(10, slash - 10));
+    if (std::find(saved_slots.begin(), saved_slots.end(), slot) == saved_slots.end()) saved_slots.push_back(slot);
+  }
+  for (const auto& p : model.parameters()) {
+    const TensorEntry* entry = checkpoint.Find("model/" + p.name);
+    if (entry == nullptr)
+      return Status::InvalidArgument(where + " holds a checkpoint of another model: it has no variable model/" + p.name +
+                                     " of " + config.model + "; resume with the model it was written for" + afresh);
+    if (entry->shape != p.spec.shape)
+      return Status::InvalidArgument(where + " holds a checkpoint of another model: its model/" + p.name +
+                                     " has shape " + ShapeToString(entry->shape) + " but " + config.model +
+                                     " on this data set expects " + ShapeToString(p.spec.shape) +
+                                     " (another image size or class count); resume with the --dataset it was "
+                                     "trained on" + afresh);
+  }
+  if (saved_model_tensors != static_cast<std::int64_t>(model.parameters().size()))
+    return Status::InvalidArgument(where + " holds a checkpoint of another model: it has " +
+                                   std::to_string(saved_model_tensors) + " model variables, " + config.model + " has " +
+                                   std::to_string(model.parameters().size()) + afresh);
+  const std::string saved_optimizer = Printable(checkpoint.metadata.at("dtlab.optimizer"));
+  std::vector<std::string> slots = optimizer.SlotNames();
+  std::vector<std::string> sorted_saved = saved_slots, sorted_slots = slots;
+  std::sort(sorted_saved.begin(), sorted_saved.end());
+  std::sort(sorted_slots.begin(), sorted_slots.end());
+  if (saved_optimizer != config.optimizer || sorted_saved != sorted_slots)
+    return Status::InvalidArgument(
+        where + " holds a checkpoint of another optimizer (" + saved_optimizer + " with slots " +
+        JoinNames(saved_slots) + " there, " + config.optimizer + " with slots " + JoinNames(slots) +
+        " here): its slots cannot be mapped onto this optimizer's; resume with --optimizer " + saved_optimizer +
+        (saved_optimizer == "sgd" ? (saved_slots.empty() ? " --momentum 0" : " and a --momentum above 0") : "") +
+        afresh);
+  return Status::Ok();
+}
+
+// What a run resumed from `checkpoint` (already restored into `state`) takes
+// over, and which of the checkpoint's recorded settings this run changes.
+StatusOr<ResumeReport> DescribeResume(const SafetensorsFile& checkpoint, const std::string& path,
+                                      const std::map<std::string, std::string>& recorded, const TrainConfig& config,
+                                      const Sequential<float>& model, const TrainingState& state,
+                                      std::int64_t epoch_examples) {
+  ResumeReport resume;
+  resume.checkpoint = path;
+  resume.step = state.step;
+  resume.epoch = state.epoch + 1;
+  resume.model_variables = static_cast<std::int64_t>(model.parameters().size());
+  resume.optimizer_slots = state.optimizer->SlotNames();
+  resume.optimizer_slot_variables = resume.model_variables * static_cast<std::int64_t>(resume.optimizer_slots.size());
+  resume.optimizer_iterations = state.optimizer->iterations();
+  // Both sides record the layout only in fast mode.
+  resume.layout_recorded = RecordedValue(checkpoint.metadata, "dtlab.math") == "fast" && !recorded.count("dtlab.math");
+  for (const char* key : kChangeableSettings) {
+    const auto saved = RecordedValue(checkpoint.metadata, key), now = RecordedValue(recorded, key);
+    if (!saved || !now || *saved == *now) continue;  // one side does not record it (exact mode), or no change
+    resume.changes.push_back({std::string(key).substr(6), Printable(*saved), *now});
+    const std::string_view setting(key);
+    resume.data_order_changed |= setting == "dtlab.seed" || setting == "dtlab.shuffle_buffer" || setting == "dtlab.dataset";
+  }
+  // The checkpoint's global batch: recorded since the virtual cluster; before,
+  // one device's batch_per_replica; unknown, this run's (the position stays).
+  DTLAB_ASSIGN_OR_RETURN(auto global_batch, RecordedCount(checkpoint, "dtlab.global_batch", path));
+  DTLAB_ASSIGN_OR_RETURN(auto batch_per_replica, RecordedCount(checkpoint, "dtlab.batch_per_replica", path));
+  DTLAB_ASSIGN_OR_RETURN(auto replicas, RecordedCount(checkpoint, "dtlab.replicas", path));
+  resume.global_batch = config.global_batch_size();
+  resume.checkpoint_global_batch = global_batch.value_or(
+      batch_per_replica ? *batch_per_replica * replicas.value_or(1) : resume.global_batch);
+  resume.checkpoint_step_in_epoch = state.step_in_epoch;
+  resume.epoch_examples = epoch_examples;
+  resume.position = MapEpochPosition(state.step_in_epoch, resume.checkpoint_global_batch, resume.global_batch,
+                                     epoch_examples);
+  return resume;
 }
 
 // Where a worker other than the chief writes its copy of a checkpoint directory
@@ -123,7 +274,7 @@ Status DumpStep(const TrainConfig& config, const Sequential<float>& model, const
                 const ParameterList<float>& grads, const Tensor<float>& images, std::span<const std::int32_t> labels,
                 float loss, float learning_rate, std::int64_t step, std::span<const std::int64_t> replica_batch_sizes) {
   SafetensorsFile file;
-  file.metadata = RunIdentity(config);
+  file.metadata = RecordedSettings(config);
   file.metadata["dtlab.step"] = std::to_string(step);
   file.metadata["dtlab.learning_rate"] = std::to_string(learning_rate);
   file.metadata["dtlab.l2"] = "1e-05";
@@ -258,6 +409,27 @@ std::uint64_t WeightsDigest(const ParameterList<float>& variables) {
   return digest;
 }
 
+EpochPosition MapEpochPosition(std::int64_t step_in_epoch, std::int64_t checkpoint_global_batch,
+                               std::int64_t global_batch, std::int64_t epoch_examples) {
+  EpochPosition position;
+  // step_in_epoch x checkpoint_global_batch, capped at the epoch (the last batch may be short).
+  position.examples_consumed = step_in_epoch > epoch_examples / checkpoint_global_batch
+                                   ? epoch_examples
+                                   : std::min(step_in_epoch * checkpoint_global_batch, epoch_examples);
+  if (global_batch == checkpoint_global_batch) {
+    position.step_in_epoch = step_in_epoch;
+    return position;
+  }
+  // Round up: the next batch starts at or after the first example not yet taken.
+  const std::int64_t consumed = position.examples_consumed;
+  position.step_in_epoch = consumed / global_batch + (consumed % global_batch != 0 ? 1 : 0);
+  const std::int64_t next = position.step_in_epoch <= epoch_examples / global_batch
+                                ? position.step_in_epoch * global_batch
+                                : epoch_examples;
+  position.examples_skipped = std::min(next, epoch_examples) - consumed;
+  return position;
+}
+
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer) {
   DTLAB_RETURN_IF_ERROR(config.Validate());
   TrainObserver null_observer;
@@ -284,27 +456,37 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   TrainReport report;
   report.model_summary = model->Summary();
   std::optional<CheckpointManager> manager, backup;
-  const std::map<std::string, std::string> identity = RunIdentity(config);
+  std::map<std::string, std::string> recorded = RecordedSettings(config);
+  recorded["dtlab.dataset"] = data.name;
   // Multi-worker: the chief (rank 0) writes the real directories; every worker
   // reads them, so they must be on a file system all workers share.
   WorkerGroup* group = config.worker_group;
   const bool chief = group == nullptr || group->rank() == 0;
   const std::string backup_chief_dir = config.backup_dir.empty() ? "" : (std::filesystem::path(config.backup_dir) / "chief").string();
-  // Restores `m`'s latest checkpoint, if any, after checking it belongs to this run.
+  const bool async = config.cluster.strategy == StrategyKind::kParameterServer;
+  // Restores `m`'s latest checkpoint, if any, after checking it fits this run's
+  // model and optimizer; the rest of the configuration may differ (TF restores a
+  // checkpoint under any strategy), and report.resume says what changed.
   auto restore = [&](CheckpointManager& m, const char* option) -> Status {
     DTLAB_ASSIGN_OR_RETURN(auto latest, m.LatestPath());
     if (!latest) return Status::Ok();
     DTLAB_ASSIGN_OR_RETURN(SafetensorsFile checkpoint, m.RestoreLatest());
-    for (const auto& [key, value] : identity) {
-      auto it = checkpoint.metadata.find(key);
-      const std::string found = it == checkpoint.metadata.end() ? "(missing)" : it->second;
-      if (found != value)
-        return Status::InvalidArgument(std::string(option) + " " + m.directory() + " holds a checkpoint of another run (" +
-                                       key + " is " + found + " there, " + value +
-                                       " here): use another directory, or delete it to start afresh");
-    }
+    const std::string where = std::string(option) + " " + m.directory();
+    DTLAB_RETURN_IF_ERROR(CheckCheckpointFits(checkpoint, *model, *state.optimizer, config, where, *latest));
     DTLAB_RETURN_IF_ERROR(RestoreCheckpoint(checkpoint, *model, state).WithContext(*latest));
+    DTLAB_ASSIGN_OR_RETURN(ResumeReport resume,
+                           DescribeResume(checkpoint, *latest, recorded, config, *model, state, train.count));
+    // Asynchronous workers run whole epochs (their in-flight steps belong to no
+    // state), so parameter_server cannot start in the middle of one.
+    if (async && state.step_in_epoch > 0 && state.epoch < config.epochs)
+      return Status::InvalidArgument(
+          where + " holds a checkpoint taken in the middle of epoch " + std::to_string(state.epoch + 1) + " (after " +
+          std::to_string(state.step_in_epoch) + " batches), and parameter_server resumes at the start of an epoch "
+          "only: finish epoch " + std::to_string(state.epoch + 1) + " first with a synchronous strategy (e.g. "
+          "--strategy mirrored --epochs " + std::to_string(state.epoch + 1) + "), then resume with parameter_server");
+    state.step_in_epoch = resume.position.step_in_epoch;
     report.resumed_from_step = state.step;
+    report.resume = std::move(resume);
     return Status::Ok();
   };
   for (const std::string& dir : {config.checkpoint_dir, backup_chief_dir}) {
@@ -339,7 +521,6 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
 
   // The engine: synchronous replicas (Cluster) or asynchronous workers and parameter
   // servers (ParameterServerCluster); only the step loops below need to know which.
-  const bool async = config.cluster.strategy == StrategyKind::kParameterServer;
   std::unique_ptr<TrainingEngine> engine;
   Cluster* cluster = nullptr;
   ParameterServerCluster* servers = nullptr;
@@ -413,6 +594,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   std::vector<std::vector<double>> traced_compute;  // per traced step, each replica's compute seconds
   if (config.cluster.check_reference) report.reference_check.emplace();
   observer->OnStart(report.model_summary, report.resumed_from_step);
+  if (report.resume) observer->OnResume(*report.resume);
   observer->OnInput(report.input_description);
 
   const std::int64_t global_batch = config.global_batch_size();
@@ -427,8 +609,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   // worker takes part, and none goes on before all have saved.
   auto save_into = [&](CheckpointManager& m, const std::string& worker_temp, std::int64_t number,
                        std::string* path) -> Status {
-    std::map<std::string, std::string> metadata = identity;
-    metadata["dtlab.dataset"] = data.name;
+    const std::map<std::string, std::string>& metadata = recorded;
     engine->ExportState(state);
     if (chief) {
       DTLAB_RETURN_IF_ERROR(m.Save(MakeCheckpoint(*model, state, metadata), number, path));

@@ -124,10 +124,60 @@ struct ReferenceCheckSummary {
   void Add(const StepCheck& check);
 };
 
+/// Where a resumed run continues in its epoch (MapEpochPosition).
+struct EpochPosition {
+  std::int64_t step_in_epoch = 0;      // batches of this run's global batch already taken in the epoch
+  std::int64_t examples_consumed = 0;  // examples of the epoch the checkpoint's run had taken
+  std::int64_t examples_skipped = 0;   // examples after those that this run leaves out of the epoch
+};
+
+/// The position in an epoch of `epoch_examples` examples after `step_in_epoch`
+/// batches of `checkpoint_global_batch`, in batches of `global_batch`. The
+/// examples taken are step_in_epoch x checkpoint_global_batch (at most the
+/// epoch's size; the epoch's shuffled order does not depend on the batch), and the
+/// new position rounds up: ceil(taken / global_batch), so that no example is seen
+/// twice in one epoch; the price is examples_skipped (< global_batch) examples
+/// left out of this epoch. With an unchanged global batch the position is
+/// step_in_epoch as it is. Never overflows: any int64 input gives a result.
+/// REQUIRES: step_in_epoch >= 0, checkpoint_global_batch >= 1, global_batch >= 1,
+/// epoch_examples >= 0.
+EpochPosition MapEpochPosition(std::int64_t step_in_epoch, std::int64_t checkpoint_global_batch,
+                               std::int64_t global_batch, std::int64_t epoch_examples);
+
+/// What a resumed run took from its checkpoint, and how its configuration differs
+/// from the run that wrote it (docs/training.md, "Resuming on another configuration").
+struct ResumeReport {
+  std::string checkpoint;                      // the path restored
+  std::int64_t step = 0;                       // optimizer steps already taken
+  std::int64_t epoch = 0;                      // the 1-based epoch the run continues in
+  std::int64_t model_variables = 0;            // model/... tensors restored
+  std::vector<std::string> optimizer_slots;    // e.g. {"m", "v"} for Adam
+  std::int64_t optimizer_slot_variables = 0;   // optimizer/<slot>/... tensors restored
+  std::int64_t optimizer_iterations = 0;       // optimizer/iterations
+  /// A setting the checkpoint records (its dtlab.* metadata) with another value in
+  /// this run, e.g. {"replicas", "4", "3"}; in a fixed order.
+  struct Change {
+    std::string setting, checkpoint, run;
+  };
+  std::vector<Change> changes;
+  /// An exact-mode checkpoint does not record the strategy, replicas, workers,
+  /// batch per replica or chunk size (they do not change its numbers), so a change
+  /// of those is not listed.
+  bool layout_recorded = true;
+  bool data_order_changed = false;             // the seed, shuffle buffer or data set changed
+  // The position in the epoch: the checkpoint's batches of its global batch, then
+  // this run's (docs/training.md).
+  std::int64_t checkpoint_global_batch = 0, global_batch = 0;
+  std::int64_t checkpoint_step_in_epoch = 0;
+  EpochPosition position;
+  std::int64_t epoch_examples = 0;             // examples in one epoch of the training set
+};
+
 struct TrainReport {
   std::vector<EpochReport> epochs;
   std::int64_t steps = 0;               // total optimizer steps at the end
   std::int64_t resumed_from_step = -1;  // >= 0 if the run resumed from a checkpoint
+  std::optional<ResumeReport> resume;   // set if the run resumed from a checkpoint
   double seconds = 0;                   // wall time of training (without test evaluation)
   double images_per_second = 0;         // training examples per second of training time
   float final_test_accuracy = 0, final_test_loss = 0;
@@ -161,7 +211,10 @@ class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
   virtual void OnStart(const std::string& /*model_summary*/, std::int64_t /*resumed_from_step*/) {}
-  /// How the data reaches the replicas (DistributedDataset::Describe), after OnStart.
+  /// Right after OnStart, if the run resumed from a checkpoint.
+  virtual void OnResume(const ResumeReport& /*resume*/) {}
+  /// How the data reaches the replicas (DistributedDataset::Describe), after
+  /// OnStart and OnResume.
   virtual void OnInput(const std::string& /*input_description*/) {}
   virtual void OnEpochBegin(std::int64_t /*epoch*/, float /*learning_rate*/, std::int64_t /*steps_in_epoch*/) {}
   virtual void OnStep(std::int64_t /*step_in_epoch*/, std::int64_t /*steps_in_epoch*/, float /*mean_loss*/,
@@ -179,10 +232,14 @@ class TrainObserver {
 std::uint64_t WeightsDigest(const ParameterList<float>& variables);
 
 /// Trains `config.model` on `data`. If config.backup_dir or config.checkpoint_dir
-/// holds a checkpoint of the same run (model, optimizer, batch and seed), training
-/// resumes from it at the exact batch where it stopped. Errors: InvalidArgument for bad options or a
-/// checkpoint from another run; Corruption for a damaged checkpoint; IOError when
-/// writing fails; Runtime when the loss becomes NaN or infinite.
+/// holds a checkpoint of the same model and optimizer, training resumes from it
+/// where it stopped, on any strategy, replica or worker count, batch, chunk size,
+/// math mode, seed or shuffle buffer (TrainReport::resume says what carried over
+/// and what changed; a changed global batch moves the position in the epoch by
+/// MapEpochPosition). Errors: InvalidArgument for bad options, a checkpoint of
+/// another model or optimizer, or a parameter_server run asked to resume in the
+/// middle of an epoch; Corruption for a damaged checkpoint; IOError when writing
+/// fails; Runtime when the loss becomes NaN or infinite.
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer = nullptr);
 
 struct EvalReport {

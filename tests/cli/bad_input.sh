@@ -69,8 +69,11 @@ expect_contains corrupted_checkpoint_resume err "checksum mismatch"
 expect_exit 2 eval_empty_dir -- "$DTLAB" eval --checkpoint-dir "$WORK/empty"
 expect_contains eval_empty_dir err "no checkpoint"
 
-# A checkpoint directory of another run is not silently resumed.
+# A checkpoint directory of another model or optimizer is not resumed (another
+# seed, replica count or batch is: tests/cli/resume_other_configuration.sh).
 expect_exit 0 other_run -- "$DTLAB" train --no-progress --steps 2 --seed 5 --checkpoint-dir "$WORK/other"
-expect_exit 2 other_run_resume -- train --seed 6 --checkpoint-dir "$WORK/other"
-expect_contains other_run_resume err "another run"
+expect_exit 2 other_run_resume -- train --optimizer sgd --checkpoint-dir "$WORK/other"
+expect_contains other_run_resume err "holds a checkpoint of another optimizer (adam with slots m, v there, sgd with slots none here)"
+expect_exit 2 other_model_resume -- train --model linear --checkpoint-dir "$WORK/other"
+expect_contains other_model_resume err "holds a checkpoint of another model (seed-cnn there, linear here)"
 finish
