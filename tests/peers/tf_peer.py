@@ -45,7 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
+from safetensors_file import read_safetensors  # noqa: E402  (tests/peers, beside this script)
 SEED_CNN = ["conv2d", "conv2d_1", "dense", "dense_1"]
 # The relative bound of a float32 step: max |dtlab - tf| / max |tf| per tensor. Both sum the same float32
 # products in different orders; over the at most 1600-term dot products of seed-cnn (and the batch sums of
@@ -73,20 +73,6 @@ def import_tf(replicas):
 
 def mirrored(replicas):
     return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    for name, info in header.items():
-        begin, end = info["data_offsets"]
-        tensors[name] = np.frombuffer(body[begin:end], dtype=DTYPES[info["dtype"]]).reshape(info["shape"])
-    return tensors, meta
 
 
 class LossCode:

@@ -20,23 +20,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
+from safetensors_file import read_safetensors  # noqa: E402  (tests/peers, beside this script)
 L2 = 1e-5
 SEED_CNN = ["conv2d", "conv2d_1", "dense", "dense_1"]
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    for name, info in header.items():
-        begin, end = info["data_offsets"]
-        tensors[name] = np.frombuffer(body[begin:end], dtype=DTYPES[info["dtype"]]).reshape(info["shape"])
-    return tensors, meta
 
 
 def seed_cnn_loss(weights, images, labels):
