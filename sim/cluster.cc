@@ -250,22 +250,30 @@ Status ClusterConfig::Validate() const {
   return Status::Ok();
 }
 
+namespace {
+// Why Keras 3's sum_over_batch_size fails the reference check (fast and exact mode).
+constexpr const char* kKeras3MeanCause =
+    ": Keras 3's sum_over_batch_size divides each replica's losses by its local batch and by "
+    "num_replicas_in_sync, like compute_average_loss without global_batch_size, so examples on short replicas "
+    "weigh more than the global batch gives them; use reduction none and compute_average_loss(per_example_loss, "
+    "global_batch_size=GLOBAL_BATCH_SIZE)";
+}  // namespace
+
 ClusterConfig::LossScale ClusterConfig::ReplicaLossScale(std::int64_t local_batch, std::int64_t global_batch_size,
                                                          std::int32_t num_replicas) const {
-  if (convention == Convention::kDdp) return {local_batch, 1.0f, false};
-  if (reduction == LossReduction::kSumOverBatchSize && keras == KerasVersion::k3)
+  if (convention == Convention::kDdp) return {local_batch, 1.0f};
+  if (keras3_mean())
     // keras/src/losses/loss.py reduce_values: divide_no_nan(sum, local batch), then
     // scale_loss_for_distribution multiplies by float32(1.0 / num_replicas_in_sync).
-    return {local_batch, num_replicas > 1 ? static_cast<float>(1.0 / num_replicas) : 1.0f, false};
-  return {ReplicaDenominator(denominator, local_batch, global_batch_size, num_replicas), 1.0f,
-          denominator == LossDenominator::kPerReplica};
+    return {local_batch, num_replicas > 1 ? static_cast<float>(1.0 / num_replicas) : 1.0f};
+  return {ReplicaDenominator(denominator, local_batch, global_batch_size, num_replicas), 1.0f};
 }
 
 std::string ClusterConfig::LossCodeText(std::int64_t global_batch_size) const {
   std::string data;
   if (convention == Convention::kDdp)
     data = "mean(per_example_loss) (PyTorch DDP: gradients MEAN all-reduced)";
-  else if (reduction == LossReduction::kSumOverBatchSize && keras == KerasVersion::k3)
+  else if (keras3_mean())
     data = "SparseCategoricalCrossentropy(from_logits=True, reduction='sum_over_batch_size')(labels, logits) "
            "(Keras 3: the local mean x 1/num_replicas_in_sync)";
   else if (denominator == LossDenominator::kGlobal)
@@ -464,7 +472,7 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
       const ParameterList<float>& weights = central() ? host_params_ : replica.params;
       const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
       const float data_loss =
-          scales[k].nan_when_empty && count == 0
+          config_.empty_replica_nan() && count == 0
               ? std::numeric_limits<float>::quiet_NaN()
               : ComputeAverageLoss<float>(std::span(losses_).subspan(begin, count), {}, scales[k].denominator) *
                     scales[k].factor;
@@ -552,8 +560,7 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
 
 Status Cluster::CheckEmptyReplicas(const std::vector<std::int64_t>& batch_sizes, std::int64_t step) const {
   if (config_.empty_replica != EmptyReplicaLoss::kError || config_.convention != Convention::kTf ||
-      config_.denominator != LossDenominator::kDefault ||
-      (config_.reduction == LossReduction::kSumOverBatchSize && config_.keras == KerasVersion::k3))
+      config_.denominator != LossDenominator::kDefault || config_.keras3_mean())
     return Status::Ok();
   for (std::size_t r = 0; r < batch_sizes.size(); ++r)
     if (batch_sizes[r] == 0)
@@ -660,11 +667,8 @@ StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, st
                            "batch, so the SUM over " + std::to_string(n) + " replicas makes the gradients " +
                            std::to_string(n) + " times too large; use compute_average_loss(per_example_loss, "
                            "global_batch_size=GLOBAL_BATCH_SIZE)";
-    else if (config_.reduction == LossReduction::kSumOverBatchSize && config_.keras == KerasVersion::k3 && !ddp)
-      check.explanation += ": Keras 3's sum_over_batch_size divides each replica's losses by its local batch and "
-                           "by num_replicas_in_sync, like compute_average_loss without global_batch_size, so "
-                           "examples on short replicas weigh more than the global batch gives them; use reduction "
-                           "none and compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
+    else if (config_.keras3_mean())
+      check.explanation += kKeras3MeanCause;
     else if (config_.denominator == LossDenominator::kDefault && !ddp)
       check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
                            "more than the global batch does; pass global_batch_size";
@@ -717,7 +721,7 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
       losses[k].Add(regularization);
       AddRegularizationWords(model_, weights, 1.0f, replica.words);
     }
-    result.replica_losses[k] = offsets[k + 1] == offsets[k] && config_.ReplicaLossScale(0, 0, n).nan_when_empty
+    result.replica_losses[k] = offsets[k + 1] == offsets[k] && config_.empty_replica_nan()
                                    ? std::numeric_limits<float>::quiet_NaN()
                                    : losses[k].ToFloat();
   });
@@ -810,11 +814,8 @@ StepCheck Cluster::CheckExactAgainstReference(const ParameterList<float>& weight
     else if (config_.denominator == LossDenominator::kPerReplica && !ddp)
       check.explanation += ": each replica divided its loss by its local batch (tf.reduce_mean) instead of the global "
                            "batch; use compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
-    else if (config_.reduction == LossReduction::kSumOverBatchSize && config_.keras == KerasVersion::k3 && !ddp)
-      check.explanation += ": Keras 3's sum_over_batch_size divides each replica's losses by its local batch and "
-                           "by num_replicas_in_sync, like compute_average_loss without global_batch_size, so "
-                           "examples on short replicas weigh more than the global batch gives them; use reduction "
-                           "none and compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
+    else if (config_.keras3_mean())
+      check.explanation += kKeras3MeanCause;
     else if (config_.denominator == LossDenominator::kDefault && !ddp)
       check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
                            "more than the global batch does; pass global_batch_size";

@@ -77,11 +77,18 @@ struct ClusterConfig {
   struct LossScale {
     std::int64_t denominator = 1;
     float factor = 1.0f;  // 1/N for Keras 3's sum_over_batch_size (scale_loss_for_distribution)
-    bool nan_when_empty = false;  // tf.reduce_mean of no values is 0/0
   };
   /// `num_replicas` is num_replicas_in_sync: the cluster's N, or 1 for the
   /// one-device reference.
   LossScale ReplicaLossScale(std::int64_t local_batch, std::int64_t global_batch_size, std::int32_t num_replicas) const;
+  /// Keras 3's sum_over_batch_size loss object replaces compute_average_loss.
+  bool keras3_mean() const {
+    return convention == Convention::kTf && reduction == LossReduction::kSumOverBatchSize && keras == KerasVersion::k3;
+  }
+  /// An empty replica's loss is NaN: tf.reduce_mean of no values is 0/0.
+  bool empty_replica_nan() const {
+    return convention == Convention::kTf && !keras3_mean() && denominator == LossDenominator::kPerReplica;
+  }
   /// The per-replica loss as TF code, e.g. "compute_average_loss(per_example_loss,
   /// global_batch_size=256) + scale_regularization_loss(l2 * sum(kernel^2))".
   std::string LossCodeText(std::int64_t global_batch_size) const;
