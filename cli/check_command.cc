@@ -55,7 +55,7 @@ int CheckCommand(const std::vector<std::string>& args) {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& p : BuiltinProperties())
         list.push_back({{"name", p.name}, {"description", p.description}, {"expect", p.expect_pass ? "pass" : "fail"}});
-      std::printf("%s\n", list.dump(2).c_str());
+      PrintJson(list);
     } else {
       std::fputs(names.c_str(), stdout);
     }
@@ -110,7 +110,7 @@ int CheckCommand(const std::vector<std::string>& args) {
   std::fprintf(human, "%s; seed %llu (replay with --seed %llu)\n",
                all_as_expected ? "Every property behaved as expected" : "Some property did not behave as expected",
                static_cast<unsigned long long>(options.seed), static_cast<unsigned long long>(options.seed));
-  if (json) std::printf("%s\n", out.dump(2).c_str());
+  if (json) PrintJson(out);
   return all_as_expected ? 0 : 1;
 }
 

@@ -115,7 +115,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
       out["world"] = {{"size", world_size}, {"rank", rank}, {"fits", world.ok()}};
       if (!world.ok()) out["world"]["error"] = world.message();
     }
-    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    PrintJson(out);
   } else {
     std::fputs(DescribeTfConfig(*config).c_str(), stdout);
     if (check_world && world.ok())

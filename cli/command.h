@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <boost/program_options.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
 
@@ -33,7 +34,12 @@ int ParseOptions(const std::string& command, const std::string& synopsis, const 
 /// Parses --devices: GPU indices separated by commas ("0,1"); empty text gives none.
 StatusOr<std::vector<int>> ParseDeviceList(const std::string& text);
 
-/// Prints "dtlab <command>: <status>" on stderr and returns its exit code.
+/// Prints `value` on stdout, indented by 2, then a newline. Text that is not UTF-8
+/// (a path given as bytes, say) shows as U+FFFD instead of aborting the dump.
+void PrintJson(const nlohmann::json& value);
+
+/// Prints "dtlab <command>: <status>" on stderr, control characters escaped
+/// (EscapeControl: the message may quote a file), and returns its exit code.
 int ReportError(const std::string& command, const Status& status);
 
 /// Applies --threads (0: all cores) for the rest of the process. Returns false

@@ -45,11 +45,9 @@ int EvalCommand(const std::vector<std::string>& args) {
   auto report = EvaluateCheckpoint(checkpoint_dir, *data, batch);
   if (!report.ok()) return ReportError("eval", report.status());
   if (values.count("json")) {
-    std::cout << nlohmann::json{{"checkpoint", report->checkpoint}, {"model", report->model},
-                                {"step", report->step},             {"test_loss", report->test_loss},
-                                {"test_accuracy", report->test_accuracy}, {"examples", report->examples}}
-                     .dump(2)
-              << std::endl;
+    PrintJson({{"checkpoint", report->checkpoint},       {"model", report->model},
+               {"step", report->step},                   {"test_loss", report->test_loss},
+               {"test_accuracy", report->test_accuracy}, {"examples", report->examples}});
   } else {
     std::printf("Checkpoint %s (%s, step %lld)\nTest Loss: %.4f, Test Accuracy: %.2f  (%lld examples)\n",
                 report->checkpoint.c_str(), report->model.c_str(), static_cast<long long>(report->step),

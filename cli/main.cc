@@ -1,10 +1,15 @@
 // dtlab: a deterministic lab for data-parallel training. Entry point and dispatch.
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
+#include <exception>
+#include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "core/text.h"
 
 namespace {
 
@@ -31,9 +36,8 @@ Exit codes: 0 success, 1 a check failed, 2 usage or input error, 3 runtime fault
 Docs: README.md and docs/ in the source tree.
 )";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Runs the command `argv[1]` names; its exit code.
+int Dispatch(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return 2;
@@ -57,6 +61,32 @@ int main(int argc, char** argv) {
   if (command == "cluster") return dtlab::cli::ClusterCommand(args);
   if (command == "replay") return dtlab::cli::ReplayCommand(args);
   if (command == "devices") return dtlab::cli::DevicesCommand(args);
-  std::fprintf(stderr, "dtlab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  std::fprintf(stderr, "dtlab: unknown command '%s'\n\n%s", dtlab::EscapeControl(command).c_str(), kUsage);
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int code;
+  // Commands report their errors as Status; an exception that still escapes one is
+  // a bug, but it gets a message and exit 3, not std::terminate's abort.
+  try {
+    code = Dispatch(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fputs("dtlab: out of memory; run a smaller configuration (fewer replicas, a smaller batch)\n", stderr);
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtlab: internal error: %s; this is a bug in dtlab, please report it\n",
+                 dtlab::EscapeControl(e.what()).c_str());
+    return 3;
+  }
+  // Output that did not reach stdout (a full disk, a closed pipe) is a failure,
+  // not a success that printed nothing.
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    std::fprintf(stderr, "dtlab: cannot write the output to standard output: %s\n", std::strerror(errno));
+    return 3;
+  }
+  return code;
 }

@@ -3,7 +3,10 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
+
+#include "core/text.h"
 
 #include "cli/command.h"
 
@@ -34,8 +37,15 @@ int ParseOptions(const std::string& command, const std::string& synopsis, const 
   return -1;
 }
 
+void PrintJson(const nlohmann::json& value) {
+  const std::string text = value.dump(2, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+}
+
 int ReportError(const std::string& command, const Status& status) {
-  std::fprintf(stderr, "dtlab %s: %s\n", command.c_str(), status.ToString().c_str());
+  const std::string message = EscapeControl(status.ToString(), /*keep_line_breaks=*/true);
+  std::fprintf(stderr, "dtlab %s: %s\n", command.c_str(), message.c_str());
   return ExitCodeFor(status);
 }
 

@@ -163,7 +163,7 @@ int ReplayCommand(const std::vector<std::string>& args) {
   line.Clear();
   if (!result.ok()) return ReportError("replay", result.status());
   if (values.count("json"))
-    std::cout << ReplayToJson(*result).dump(2) << std::endl;
+    PrintJson(ReplayToJson(*result));
   else
     PrintReplay(*result);
   return result->passed ? 0 : 1;
@@ -198,7 +198,7 @@ int DevicesCommand(const std::vector<std::string>& args) {
                           {"devices", devices},
                           {"peer_access", inventory.peer_access},
                           {"problem", inventory.problem}};
-    std::cout << out.dump(2) << std::endl;
+    PrintJson(out);
     return 0;
   }
   auto or_unknown = [](const std::string& s) { return s.empty() ? std::string("unknown") : s; };

@@ -116,7 +116,7 @@ int RunCommand(const std::vector<std::string>& args) {
       out["summary"] = nlohmann::json::array();
       code = std::max(code, RunSummary(*scenario, stderr, progress, &out["summary"]));
     }
-    std::cout << out.dump(2) << std::endl;
+    PrintJson(out);
   } else {
     std::fputs(FormatScenarioText(*result).c_str(), stdout);
     std::fflush(stdout);
@@ -149,7 +149,7 @@ int ListCommand(const std::vector<std::string>& args) {
     }
     for (const auto& l : *lessons)
       out["lessons"].push_back({{"name", l.name}, {"title", l.title}, {"summary", l.summary}, {"path", l.path}});
-    std::cout << out.dump(2) << std::endl;
+    PrintJson(out);
     return code;
   }
   std::printf("Scenarios (dtlab run NAME):\n");

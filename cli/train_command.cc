@@ -584,7 +584,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (json) {
     nlohmann::json out = ToJson(config, *report);
     out["backend"] = backend;
-    std::cout << out.dump(2) << std::endl;
+    PrintJson(out);
   } else {
     std::fprintf(human, "Trained %lld steps in %.1f s (%.0f images/s); final test accuracy %.2f%%\n",
                  static_cast<long long>(report->steps), report->seconds, report->images_per_second,

@@ -16,6 +16,8 @@
 #include <set>
 #include <utility>
 
+#include "core/text.h"
+
 namespace dtlab {
 
 static_assert(std::endian::native == std::endian::little,
@@ -26,6 +28,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // 100 MB, as in safetensors
+constexpr int kMaxHeaderDepth = 3;
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::string_view kDataCrcKey = "dtlab.crc32";
 constexpr std::string_view kHeaderCrcKey = "dtlab.header_crc32";
@@ -328,6 +331,11 @@ std::string ParseTensorDescription(const std::string& name, const Json& descript
                                    TensorEntry* entry, std::uint64_t* begin, std::uint64_t* end) {
   const std::string what = "tensor '" + name + "': ";
   if (!description.is_object()) return what + "description is not a JSON object";
+  for (const auto& [key, value] : description.items()) {
+    if (key != "dtype" && key != "shape" && key != "data_offsets")
+      return what + "unknown key \"" + Printable(key) + "\" (a tensor description holds dtype, shape and "
+             "data_offsets only)";
+  }
   auto dtype_it = description.find("dtype");
   auto shape_it = description.find("shape");
   auto offsets_it = description.find("data_offsets");
@@ -422,6 +430,12 @@ StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
   const std::string_view header_text = bytes.substr(8, header_length);
   const std::string_view data = bytes.substr(8 + header_length);
 
+  // A safetensors header nests three levels: the header, a tensor's description,
+  // its shape. Deeper text is refused before the parser sees it (its values copy
+  // recursively: 100 000 '[' overflowed the stack before the CRC was checked).
+  if (const std::string error = JsonNestingError(header_text, kMaxHeaderDepth); !error.empty())
+    return corrupt("header " + error + "; a safetensors header is an object of tensor descriptions whose "
+                   "shape and data_offsets are flat lists");
   // Parse, rejecting duplicate keys (nlohmann would silently keep the last one).
   std::vector<std::set<std::string>> keys_by_depth;
   std::string duplicate_key;

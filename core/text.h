@@ -23,4 +23,26 @@ std::string JoinText(const Range& range, std::string_view separator) {
   return JoinText(range, separator, [](const auto& item) { return std::string(item); });
 }
 
+/// Text from a file, fit for a terminal, a table or JSON: valid UTF-8 with nothing
+/// that could act on the terminal or reorder what it shows. Control characters
+/// (C0 but, with `keep_line_breaks`, newline and tab; DEL; C1), the bidirectional
+/// controls (U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), the line and paragraph
+/// separators (U+2028, U+2029) and U+FEFF are written as "\u202e"; a byte that is
+/// not part of valid UTF-8 as "\xff". Everything else, accents and CJK included,
+/// is kept. Text that needs no escape comes back unchanged.
+std::string EscapeControl(std::string_view text, bool keep_line_breaks = false);
+
+/// `text` when EscapeControl would keep it as is.
+bool IsTerminalSafe(std::string_view text, bool keep_line_breaks = false);
+
+/// EscapeControl(text), cut to at most `max_chars` bytes at a character boundary,
+/// with "..." when cut: a value from a file, quoted in a message.
+std::string Printable(std::string_view text, std::size_t max_chars = 60);
+
+/// Empty when JSON `text` nests objects and arrays at most `max_depth` deep; else
+/// what is wrong ("nests deeper than 3 levels (at byte 17)"). Run before a JSON
+/// parser sees untrusted text: nlohmann's values copy and compare recursively,
+/// and a file of 100 000 '[' would overflow the stack.
+std::string JsonNestingError(std::string_view text, int max_depth);
+
 }  // namespace dtlab

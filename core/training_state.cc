@@ -1,5 +1,7 @@
 #include "core/training_state.h"
 
+#include <cmath>
+
 namespace dtlab {
 namespace {
 
@@ -28,6 +30,44 @@ StatusOr<Tensor<float>> GetShaped(const SafetensorsFile& file, const std::string
                               " but the model expects " + ShapeToString(shape) +
                               " (was it written for another model?)");
   return t;
+}
+
+// Corruption unless the counters restored into `state` can have come from a
+// training run: a checkpoint's CRC proves it was not damaged, not that its writer
+// told the truth, so its numbers are held to what an option would be.
+Status CheckRestoredCounters(const TrainingState& state, std::int64_t iterations, float accuracy_total,
+                             float accuracy_count) {
+  auto damaged = [](const std::string& what) {
+    return Status::Corruption("checkpoint " + what + "; the checkpoint is damaged or was not written by dtlab "
+                              "(delete it, or use another --checkpoint-dir)");
+  };
+  auto count = [&](const char* name, std::int64_t value, std::int64_t limit) -> Status {
+    if (value < 0 || value > limit)
+      return damaged(std::string(name) + " is " + std::to_string(value) + ", not a count from 0 to " +
+                     std::to_string(limit));
+    return Status::Ok();
+  };
+  DTLAB_RETURN_IF_ERROR(count("optimizer/iterations", iterations, kMaxRestoredSteps));
+  DTLAB_RETURN_IF_ERROR(count("progress/step", state.step, kMaxRestoredSteps));
+  DTLAB_RETURN_IF_ERROR(count("progress/step_in_epoch", state.step_in_epoch, kMaxRestoredSteps));
+  DTLAB_RETURN_IF_ERROR(count("progress/epoch", state.epoch, kMaxRestoredEpochs));
+  // Every finished epoch took at least one step.
+  if (state.epoch > state.step)
+    return damaged("progress/epoch is " + std::to_string(state.epoch) + " finished epochs after only " +
+                   std::to_string(state.step) + " steps (progress/step)");
+  // The running means of the current epoch: sums of finite, non-negative values.
+  const float batches = state.train_batches;
+  if (!std::isfinite(batches) || batches < 0 || batches != std::floor(batches) || batches > 16777216.0f)
+    return damaged("metrics/train_batches is " + std::to_string(batches) + ", not a whole count of batches");
+  if (!std::isfinite(state.train_loss_total) || state.train_loss_total < 0 ||
+      (batches == 0 && state.train_loss_total != 0))
+    return damaged("metrics/train_loss_total is " + std::to_string(state.train_loss_total) + " over " +
+                   std::to_string(static_cast<std::int64_t>(batches)) + " batches, not a sum of losses");
+  if (!std::isfinite(accuracy_total) || !std::isfinite(accuracy_count) || accuracy_total < 0 ||
+      accuracy_total > accuracy_count)
+    return damaged("metrics/train_accuracy_total is " + std::to_string(accuracy_total) + " of " +
+                   std::to_string(accuracy_count) + " examples (metrics/train_accuracy_count)");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -84,9 +124,7 @@ Status RestoreCheckpoint(const SafetensorsFile& checkpoint, const Sequential<flo
   DTLAB_ASSIGN_OR_RETURN(float accuracy_total, GetF32Scalar(checkpoint, "metrics/train_accuracy_total"));
   DTLAB_ASSIGN_OR_RETURN(float accuracy_count, GetF32Scalar(checkpoint, "metrics/train_accuracy_count"));
   state.train_accuracy.state().SetState(accuracy_total, accuracy_count);
-  if (state.step < 0 || state.epoch < 0 || state.step_in_epoch < 0)
-    return Status::Corruption("checkpoint progress counters are negative");
-  return Status::Ok();
+  return CheckRestoredCounters(state, iterations, accuracy_total, accuracy_count);
 }
 
 }  // namespace dtlab

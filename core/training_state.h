@@ -37,12 +37,20 @@ struct TrainingState {
   SparseCategoricalAccuracy train_accuracy;
 };
 
+/// The largest counters a checkpoint may hold (RestoreCheckpoint refuses more):
+/// steps and iterations stay exact in a double, epochs in an int.
+inline constexpr std::int64_t kMaxRestoredSteps = std::int64_t{1} << 53;
+inline constexpr std::int64_t kMaxRestoredEpochs = (std::int64_t{1} << 31) - 1;
+
 /// Builds the checkpoint of `state`; `metadata` is stored alongside (dtlab.* keys).
 SafetensorsFile MakeCheckpoint(const Sequential<float>& model, const TrainingState& state,
                                const std::map<std::string, std::string>& metadata);
 
 /// Restores `state` (whose optimizer must already be built) from a checkpoint.
-/// Corruption naming the tensor if one is missing or has another shape than the model's.
+/// Corruption naming the tensor if one is missing or has another shape than the
+/// model's, or if its counters cannot come from a training run: negative or past
+/// the limits above, more finished epochs than steps, running metrics that are
+/// not finite, non-negative sums (accuracy: at most its count).
 Status RestoreCheckpoint(const SafetensorsFile& checkpoint, const Sequential<float>& model, TrainingState& state);
 
 /// Restores only the model parameters (for evaluation).

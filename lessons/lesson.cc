@@ -1,5 +1,7 @@
 #include "lessons/lesson.h"
 
+#include "core/text.h"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -424,6 +426,20 @@ Status ParseBody(const std::vector<std::string>& lines, std::size_t begin, Lesso
   return Status::Ok();
 }
 
+// Escapes the text a lesson shows (EscapeControl): a control character from the
+// file, raw or written as a TOML escape, must not act on the audience's terminal.
+void EscapeText(Lesson& lesson) {
+  for (std::string* text : {&lesson.name, &lesson.title, &lesson.summary}) *text = EscapeControl(*text);
+  for (LessonBlock& block : lesson.blocks) {
+    if (auto* narrative = std::get_if<LessonNarrative>(&block)) {
+      narrative->text = EscapeControl(narrative->text, /*keep_line_breaks=*/true);
+    } else if (auto* question = std::get_if<LessonQuestion>(&block)) {
+      question->ask = EscapeControl(question->ask, /*keep_line_breaks=*/true);
+      question->unit = EscapeControl(question->unit);
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<Lesson> ParseLesson(const std::string& text, const std::string& path) {
@@ -442,6 +458,7 @@ StatusOr<Lesson> ParseLesson(const std::string& text, const std::string& path) {
   }
   DTLAB_RETURN_IF_ERROR(ParseFrontMatter(lines, close, &lesson));
   DTLAB_RETURN_IF_ERROR(ParseBody(lines, close + 1, &lesson));
+  EscapeText(lesson);
   return lesson;
 }
 

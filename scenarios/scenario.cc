@@ -40,7 +40,7 @@ class TableReader {
     const toml::node* node = Find(key);
     if (!node) return;
     if (!node->is_string()) return WrongType(*node, key, "a string");
-    out = node->as_string()->get();
+    out = EscapeControl(node->as_string()->get(), /*keep_line_breaks=*/true);
   }
   template <typename Int>
   void Integer(std::string_view key, Int& out, std::int64_t min, std::int64_t max) {
@@ -79,7 +79,7 @@ class TableReader {
     out.clear();
     for (const toml::node& item : *node->as_array()) {
       if (!item.is_string()) return WrongType(item, key, "a list of strings");
-      out.push_back(item.as_string()->get());
+      out.push_back(EscapeControl(item.as_string()->get(), /*keep_line_breaks=*/true));
     }
   }
   void RealList(std::string_view key, std::vector<double>& out) {

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/text.h"
+
 namespace dtlab {
 
 namespace {
@@ -39,28 +41,21 @@ std::string Cat(const Parts&... parts) {
   return out;
 }
 
+constexpr int kMaxTfConfigDepth = 8;
+
 std::string Num(long long value) { return std::to_string(value); }
 
 bool Contains(const auto& range, std::string_view item) {
   return std::find(std::begin(range), std::end(range), item) != std::end(range);
 }
 
-// A string as JSON writes it (quoted, escaped), cut to a readable length: the
-// value comes from the user and may be long or hold control characters.
-std::string Quote(std::string_view text) {
-  constexpr std::size_t kMax = 60;
-  std::string shown(text.substr(0, kMax));
-  std::string quoted = json(shown).dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > kMax) quoted += "...";
-  return quoted;
-}
+// A string quoted, its control characters escaped (EscapeControl), cut to a
+// readable length: the value comes from the user and may be long or hostile.
+std::string Quote(std::string_view text) { return Cat("\"", Printable(text), "\""); }
 
 // User text for the description: as is when it prints cleanly, else quoted, so
 // that a control character in an address cannot garble the terminal.
-std::string Printable(std::string_view text) {
-  const bool clean = std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
-  return clean ? std::string(text) : Quote(text);
-}
+std::string Shown(std::string_view text) { return IsTerminalSafe(text) ? std::string(text) : Quote(text); }
 
 // What a JSON value is, for "expected X, got Y" messages: its kind, and its value
 // when that is short (never the dump of a large list or object).
@@ -364,13 +359,17 @@ std::string TfConfig::TaskName() const { return Cat(task_type, " ", Num(task_ind
 
 std::string TfConfig::ChiefDescription() const {
   if (HasChiefJob())
-    return Cat("chief 0 (", Printable(Address(*this, "chief", 0)), "): the cluster has a chief job, so its task is the chief");
-  return Cat("worker 0 (", Printable(Address(*this, "worker", 0)), "): no chief job, so worker 0 is the chief");
+    return Cat("chief 0 (", Shown(Address(*this, "chief", 0)), "): the cluster has a chief job, so its task is the chief");
+  return Cat("worker 0 (", Shown(Address(*this, "worker", 0)), "): no chief job, so worker 0 is the chief");
 }
 
 StatusOr<TfConfig> ParseTfConfig(std::string_view text) {
   if (std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }))
     return Invalid(Cat("TF_CONFIG is empty; set it to a JSON object such as ", kExample));
+  // The deepest valid TF_CONFIG nests 3 levels ({"cluster": {"worker": [...]}});
+  // deeper text is refused before the parser's recursive copies see it.
+  if (const std::string error = JsonNestingError(text, kMaxTfConfigDepth); !error.empty())
+    return Invalid(Cat("TF_CONFIG ", error, "; it must be a JSON object such as ", kExample));
   json root;
   try {
     root = json::parse(text.begin(), text.end());
@@ -505,7 +504,7 @@ std::string DescribeTfConfig(const TfConfig& config) {
   std::vector<Row> rows = {{"rank", "task", "address", "role", false}};
   for (const TfTask& t : tasks) {
     rows.push_back({t.rank >= 0 ? Num(t.rank) : "-", Cat(t.type, " ", Num(t.index)),
-                    t.address.empty() ? "(not in cluster)" : Printable(t.address), t.role, t.is_this_task});
+                    t.address.empty() ? "(not in cluster)" : Shown(t.address), t.role, t.is_this_task});
   }
   std::size_t width[4] = {0, 0, 0, 0};
   for (const Row& row : rows) {
@@ -538,8 +537,8 @@ std::string DescribeTfConfig(const TfConfig& config) {
     out += config.cluster.contains("evaluator") ? ".\n" : " (it is not in the cluster, which TensorFlow allows).\n";
   }
   out += config.rpc_layer.empty() ? "rpc_layer: not set (TensorFlow's servers then use grpc)\n"
-                                  : Cat("rpc_layer: ", Printable(config.rpc_layer), "\n");
-  if (!config.environment.empty()) out += Cat("environment: ", Printable(config.environment), "\n");
+                                  : Cat("rpc_layer: ", Shown(config.rpc_layer), "\n");
+  if (!config.environment.empty()) out += Cat("environment: ", Shown(config.environment), "\n");
   if (!config.ignored_keys.empty()) {
     std::string keys;
     for (const std::string& key : config.ignored_keys) keys += Cat(keys.empty() ? "" : ", ", Quote(key));

@@ -16,6 +16,7 @@
 #include "core/checkpoint_manager.h"
 #include "core/dataset.h"
 #include "core/loss.h"
+#include "core/text.h"
 #include "core/training_state.h"
 #include "sim/batch_runner.h"
 #include "sim/cost_model.h"
@@ -76,16 +77,6 @@ constexpr const char* kChangeableSettings[] = {
     "dtlab.dataset",      "dtlab.math",       "dtlab.strategy", "dtlab.replicas",       "dtlab.workers",
     "dtlab.global_batch", "dtlab.chunk_size", "dtlab.seed",     "dtlab.shuffle_buffer",
 };
-
-// A value read from a checkpoint, fit to be printed: at most 60 characters, and
-// anything but printable ASCII shown as '?'.
-std::string Printable(std::string_view text) {
-  std::string out(text.substr(0, 60));
-  for (char& c : out)
-    if (c < 0x20 || c > 0x7e) c = '?';
-  if (text.size() > 60) out += "...";
-  return out;
-}
 
 std::optional<std::string> RecordedValue(const std::map<std::string, std::string>& metadata, const std::string& key) {
   auto it = metadata.find(key);
@@ -209,6 +200,17 @@ StatusOr<ResumeReport> DescribeResume(const SafetensorsFile& checkpoint, const s
       batch_per_replica ? *batch_per_replica * replicas.value_or(1) : resume.global_batch);
   resume.checkpoint_step_in_epoch = state.step_in_epoch;
   resume.epoch_examples = epoch_examples;
+  // On the same data set, the checkpoint's position must lie within its epoch.
+  const bool dataset_changed = std::any_of(resume.changes.begin(), resume.changes.end(),
+                                           [](const ResumeReport::Change& c) { return c.setting == "dataset"; });
+  const std::int64_t checkpoint_batches =
+      epoch_examples / resume.checkpoint_global_batch + (epoch_examples % resume.checkpoint_global_batch != 0);
+  if (!dataset_changed && state.step_in_epoch > checkpoint_batches)
+    return Status::Corruption(path + ": progress/step_in_epoch is " + std::to_string(state.step_in_epoch) +
+                              ", but an epoch of " + std::to_string(epoch_examples) + " examples at the checkpoint's "
+                              "global batch " + std::to_string(resume.checkpoint_global_batch) + " has " +
+                              std::to_string(checkpoint_batches) + " batches; the checkpoint is damaged or was not "
+                              "written by dtlab (delete it, or use another --checkpoint-dir)");
   resume.position = MapEpochPosition(state.step_in_epoch, resume.checkpoint_global_batch, resume.global_batch,
                                      epoch_examples);
   return resume;

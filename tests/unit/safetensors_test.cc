@@ -219,6 +219,15 @@ TEST(SafetensorsTest, RejectsMalformedFiles) {
       {RawFile("{\"a\" :{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} \xFF", "1234"),
        "not valid JSON"},
       {RawFile(R"({"a": 5})", ""), "not a JSON object"},
+      // Issue 19: nesting past the format's 3 levels is refused before parsing
+      // (100 000 levels overflowed the stack), and so are keys it does not have.
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "extra": [[]]}})", "1234"),
+       "nests deeper than 3 levels"},
+      {RawFile("{\"a\": {\"extra\": " + std::string(100000, '[') + std::string(100000, ']') + "}}", ""),
+       "nests deeper than 3 levels"},
+      {RawFile(R"({"__metadata__": {"k": {"deep": "x"}}})", ""), "is not a string"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "extra": 1}})", "1234"),
+       "unknown key \"extra\""},
       {RawFile(R"({"a": {"shape": [1], "data_offsets": [0, 4]}})", "1234"), "missing \"dtype\""},
       {RawFile(R"({"a": {"dtype": "F32", "data_offsets": [0, 4]}})", "1234"), "missing \"shape\""},
       {RawFile(R"({"a": {"dtype": "F32", "shape": [1]}})", "1234"), "missing \"data_offsets\""},
