@@ -1,6 +1,8 @@
 // dtlab: a deterministic lab for data-parallel training. Entry point and dispatch.
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -48,15 +50,27 @@ int main(int argc, char** argv) {
     std::puts("dtlab 0.1.0");
     return 0;
   }
-  if (command == "train") return dtlab::cli::TrainCommand(args);
-  if (command == "eval") return dtlab::cli::EvalCommand(args);
-  if (command == "check") return dtlab::cli::CheckCommand(args);
-  if (command == "run") return dtlab::cli::RunCommand(args);
-  if (command == "list") return dtlab::cli::ListCommand(args);
-  if (command == "lesson") return dtlab::cli::LessonCommand(args);
-  if (command == "cluster") return dtlab::cli::ClusterCommand(args);
-  if (command == "replay") return dtlab::cli::ReplayCommand(args);
-  if (command == "devices") return dtlab::cli::DevicesCommand(args);
+  // A run refuses up front what cannot fit (sim/memory_estimate.h); an allocation
+  // that still fails is a runtime fault (exit 3) with a message, never an abort.
+  try {
+    if (command == "train") return dtlab::cli::TrainCommand(args);
+    if (command == "eval") return dtlab::cli::EvalCommand(args);
+    if (command == "check") return dtlab::cli::CheckCommand(args);
+    if (command == "run") return dtlab::cli::RunCommand(args);
+    if (command == "list") return dtlab::cli::ListCommand(args);
+    if (command == "lesson") return dtlab::cli::LessonCommand(args);
+    if (command == "cluster") return dtlab::cli::ClusterCommand(args);
+    if (command == "replay") return dtlab::cli::ReplayCommand(args);
+    if (command == "devices") return dtlab::cli::DevicesCommand(args);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "dtlab %s: out of memory (std::bad_alloc): the run needs more memory than this machine "
+                         "gives it; use fewer --replicas or a smaller batch (docs/reliability.md, \"Memory\")\n",
+                 command.c_str());
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtlab %s: internal error: %s (please report it)\n", command.c_str(), e.what());
+    return 3;
+  }
   std::fprintf(stderr, "dtlab: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }
