@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <thread>
 #include <typeinfo>
@@ -148,15 +149,11 @@ StatusOr<std::vector<int>> ParseDeviceList(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    try {
-      std::size_t used = 0;
-      const int d = std::stoi(item, &used);
-      if (used != item.size() || d < 0) throw std::invalid_argument(item);
-      devices.push_back(d);
-    } catch (const std::exception&) {
+    auto device = ParseInteger<int>(item, "a GPU index", 0, std::numeric_limits<int>::max());
+    if (!device.ok())
       return Status::InvalidArgument("--devices must list GPU indices like 0,1,2 (see dtlab devices), got '" + text +
-                                     "'");
-    }
+                                     "': " + device.status().message());
+    devices.push_back(*device);
   }
   return devices;
 }
