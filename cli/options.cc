@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <thread>
 #include <typeinfo>
@@ -32,6 +33,25 @@ bool IsUnsigned(const po::value_semantic* semantic) {
          dynamic_cast<const po::typed_value<unsigned long long>*>(semantic) != nullptr ||
          dynamic_cast<const po::typed_value<unsigned int>*>(semantic) != nullptr ||
          dynamic_cast<const po::typed_value<unsigned short>*>(semantic) != nullptr;
+}
+
+// Boost's what() replaces each %placeholder% of its template with the argument's
+// text until none is left, so an argument that itself holds "%original_token%" or
+// "%value%" makes it loop forever (found by fuzz/options_fuzz.cc). The arguments
+// are defused first: each '%' in them becomes "%25", which forms no placeholder.
+struct ErrorSubstitutions : po::error_with_option_name {
+  static std::map<std::string, std::string>& Of(po::error_with_option_name& e) {
+    return e.*(&ErrorSubstitutions::m_substitutions);
+  }
+};
+
+std::string SafeWhat(po::error_with_option_name& e) {
+  for (auto& [name, value] : ErrorSubstitutions::Of(e)) {
+    std::string safe;
+    for (const char c : value) safe += c == '%' ? std::string("%25") : std::string(1, c);
+    value = std::move(safe);
+  }
+  return e.what();
 }
 
 std::string PositionalRule(const std::string& command, const po::positional_options_description* positional) {
@@ -84,9 +104,11 @@ StatusOr<bool> ParseCommandLine(const std::string& command, const po::options_de
       if (Status finite = CheckFinite(number, "--" + name); !finite.ok()) return finite;
     }
     po::notify(values);
-  } catch (const po::unknown_option& e) {
-    return Status::InvalidArgument(std::string(e.what()) + " (options are spelled in full; abbreviations are not "
-                                   "accepted)");
+  } catch (po::error_with_option_name& e) {
+    const std::string message = SafeWhat(e);
+    if (dynamic_cast<const po::unknown_option*>(&e) != nullptr)
+      return Status::InvalidArgument(message + " (options are spelled in full; abbreviations are not accepted)");
+    return Status::InvalidArgument(message);
   } catch (const po::error& e) {
     return Status::InvalidArgument(e.what());
   }
