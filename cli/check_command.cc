@@ -23,33 +23,23 @@ int CheckCommand(const std::vector<std::string>& args) {
       ("max-replicas", po::value(&options.max_replicas)->default_value(options.max_replicas),
        "largest replica count drawn (1 to 1024)")
       ("list", "list the built-in properties and exit")
-      ("help,h", "show this help")
       ("json", "print one JSON summary on stdout");
-  po::options_description all;
-  all.add(visible).add_options()("property", po::value(&property));
+  po::options_description hidden;
+  hidden.add_options()("property", po::value(&property));
   po::positional_options_description positional;
   positional.add("property", 1);
   po::variables_map values;
   std::string names;
   for (const auto& p : BuiltinProperties()) names += "  " + p.name + ": " + p.description + "\n";
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), values);
-    po::notify(values);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "dtlab check: %s\nRun 'dtlab check --help' for the options.\n", e.what());
-    return 2;
-  }
-  if (values.count("help")) {
-    std::printf("Usage: dtlab check [PROPERTY] [options]\n\n"
-                "Runs RapidCheck properties of loss scaling over random clusters (replicas, workers), global\n"
-                "batches (short and empty replicas), rebatch rules, sample weights, per-pixel losses and\n"
-                "regularization. A correct property must pass; a pitfall property must fail, and its shrunk\n"
-                "counterexample is printed in words. Exit 0 when every property behaves as expected, 1 if\n"
-                "not. Without PROPERTY, runs them all.\n\nProperties:\n%s\n",
-                names.c_str());
-    std::cout << visible << "\n";
-    return 0;
-  }
+  const int parsed = ParseOptions(
+      "check", "[PROPERTY] [options]",
+      "Runs RapidCheck properties of loss scaling over random clusters (replicas, workers), global\n"
+      "batches (short and empty replicas), rebatch rules, sample weights, per-pixel losses and\n"
+      "regularization. A correct property must pass; a pitfall property must fail, and its shrunk\n"
+      "counterexample is printed in words. Exit 0 when every property behaves as expected, 1 if\n"
+      "not. Without PROPERTY, runs them all.\n\nProperties:\n" + names.substr(0, names.size() - 1),
+      visible, args, values, &positional, &hidden);
+  if (parsed >= 0) return parsed;
   if (values.count("list")) {
     if (values.count("json")) {
       nlohmann::json list = nlohmann::json::array();

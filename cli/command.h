@@ -24,12 +24,43 @@ int ClusterCommand(const std::vector<std::string>& args);
 int ReplayCommand(const std::vector<std::string>& args);
 int DevicesCommand(const std::vector<std::string>& args);
 
-/// Parses `args` into `values` (with `positional` arguments, if given). Returns -1 on success, or the exit code to return
-/// (0 after printing --help, 2 after printing a usage error naming the command).
+/// The common command-line rules, as a library function: parses `args` against
+/// `options` (plus --help, and `hidden` options that --help does not list) into
+/// `values`, and never prints or exits. Rules (docs/reliability.md, "Arguments"):
+///   - options are spelled in full: no prefix guessing (--epoch is not --epochs);
+///   - positional arguments fill `positional`'s names in order; any other is refused
+///     ("unexpected argument 'x'; dtlab train takes no positional arguments");
+///   - an unsigned option refuses a negative value (Boost would wrap -1 to 2^64-1);
+///   - a floating-point option refuses nan and inf.
+/// Returns true when --help was given (values not notified), false after storing
+/// and notifying the values, or InvalidArgument with the usage error.
+StatusOr<bool> ParseCommandLine(const std::string& command, const boost::program_options::options_description& options,
+                                const std::vector<std::string>& args, boost::program_options::variables_map& values,
+                                const boost::program_options::positional_options_description* positional = nullptr,
+                                const boost::program_options::options_description* hidden = nullptr);
+
+/// ParseCommandLine, then what a command prints: returns -1 on success, or the exit
+/// code to return (0 after printing --help, 2 after printing a usage error naming
+/// the command).
 int ParseOptions(const std::string& command, const std::string& synopsis, const std::string& description,
                  const boost::program_options::options_description& options, const std::vector<std::string>& args,
                  boost::program_options::variables_map& values,
-                 const boost::program_options::positional_options_description* positional = nullptr);
+                 const boost::program_options::positional_options_description* positional = nullptr,
+                 const boost::program_options::options_description* hidden = nullptr);
+
+/// For tests and fuzzing (fuzz/options_fuzz.cc): while one is alive, ParseOptions on
+/// this thread parses with the command's real option table and returns 0 (parsed,
+/// or --help) or 2 (usage error) without printing, so the command returns right
+/// after parsing and runs nothing.
+class ParseOnlyScope {
+ public:
+  ParseOnlyScope();
+  ~ParseOnlyScope();
+  ParseOnlyScope(const ParseOnlyScope&) = delete;
+  ParseOnlyScope& operator=(const ParseOnlyScope&) = delete;
+  /// The usage error of the last ParseOptions in this scope, or empty.
+  static const std::string& last_error();
+};
 
 /// Parses --devices: GPU indices separated by commas ("0,1"); empty text gives none.
 StatusOr<std::vector<int>> ParseDeviceList(const std::string& text);

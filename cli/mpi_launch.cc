@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+
+#include "core/checked_number.h"
 
 namespace dtlab::cli {
 namespace {
@@ -25,7 +28,9 @@ volatile sig_atomic_t forwarded = 0;  // a signal the supervisor was sent and pa
 
 int EnvInt(const char* name, int fallback) {
   const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
+  if (value == nullptr || *value == '\0') return fallback;
+  auto parsed = ParseInteger<int>(value, name, 0, std::numeric_limits<int>::max());  // no atoi overflow
+  return parsed.ok() ? *parsed : fallback;
 }
 
 void Forward(int signal) {

@@ -1,7 +1,10 @@
 #include <cstdio>
 #include <iostream>
+#include <limits>
+#include <map>
 #include <sstream>
 #include <thread>
+#include <typeinfo>
 
 #include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
@@ -9,30 +12,141 @@
 #include "core/text.h"
 
 #include "cli/command.h"
+#include "core/checked_number.h"
 
 namespace dtlab::cli {
 
 namespace po = boost::program_options;
 
-int ParseOptions(const std::string& command, const std::string& synopsis, const std::string& description,
-                 const po::options_description& options, const std::vector<std::string>& args,
-                 po::variables_map& values, const po::positional_options_description* positional) {
+namespace {
+
+// Boost's default style without allow_guessing: an abbreviation is an unknown option.
+constexpr int kCommandLineStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+
+po::options_description WithHelp(const po::options_description& options) {
   po::options_description all(options);
   all.add_options()("help,h", "show this help and exit");
+  return all;
+}
+
+// Whether the option's value type is an unsigned integer (lexical_cast reads "-1"
+// into one as 2^N-1 without complaint).
+bool IsUnsigned(const po::value_semantic* semantic) {
+  return dynamic_cast<const po::typed_value<unsigned long>*>(semantic) != nullptr ||
+         dynamic_cast<const po::typed_value<unsigned long long>*>(semantic) != nullptr ||
+         dynamic_cast<const po::typed_value<unsigned int>*>(semantic) != nullptr ||
+         dynamic_cast<const po::typed_value<unsigned short>*>(semantic) != nullptr;
+}
+
+// Boost's what() replaces each %placeholder% of its template with the argument's
+// text until none is left, so an argument that itself holds "%original_token%" or
+// "%value%" makes it loop forever (found by fuzz/options_fuzz.cc). The arguments
+// are defused first: each '%' in them becomes "%25", which forms no placeholder.
+struct ErrorSubstitutions : po::error_with_option_name {
+  static std::map<std::string, std::string>& Of(po::error_with_option_name& e) {
+    return e.*(&ErrorSubstitutions::m_substitutions);
+  }
+};
+
+std::string SafeWhat(po::error_with_option_name& e) {
+  for (auto& [name, value] : ErrorSubstitutions::Of(e)) {
+    std::string safe;
+    for (const char c : value) safe += c == '%' ? std::string("%25") : std::string(1, c);
+    value = std::move(safe);
+  }
+  return e.what();
+}
+
+std::string PositionalRule(const std::string& command, const po::positional_options_description* positional) {
+  const unsigned n = positional != nullptr ? positional->max_total_count() : 0;
+  if (n == 0) return "dtlab " + command + " takes no positional arguments";
+  std::string names;
+  for (unsigned i = 0; i < n && i < 4; ++i) names += (i ? ", " : "") + positional->name_for_position(i);
+  return "dtlab " + command + " takes " + std::to_string(n) + " positional argument" + (n == 1 ? "" : "s") + " (" +
+         names + ")";
+}
+
+}  // namespace
+
+StatusOr<bool> ParseCommandLine(const std::string& command, const po::options_description& options,
+                                const std::vector<std::string>& args, po::variables_map& values,
+                                const po::positional_options_description* positional,
+                                const po::options_description* hidden) {
+  po::options_description all = WithHelp(options);
+  if (hidden != nullptr) all.add(*hidden);
   try {
-    po::command_line_parser parser(args);
-    parser.options(all);
-    if (positional) parser.positional(*positional);
-    po::store(parser.run(), values);
-    if (values.count("help")) {
-      std::cout << "Usage: dtlab " << command << " " << synopsis << "\n\n" << description << "\n\n" << all << "\n";
-      return 0;
+    // Positional arguments are named here, not by Boost, which ignores them
+    // silently when a command declares none.
+    po::parsed_options parsed = po::command_line_parser(args).options(all).style(kCommandLineStyle).run();
+    unsigned position = 0;
+    for (po::option& option : parsed.options) {
+      if (!option.string_key.empty() || option.value.empty()) continue;
+      const std::string& text = option.value.front();
+      if (positional == nullptr || position >= positional->max_total_count())
+        return Status::InvalidArgument("unexpected argument '" + text + "'; " + PositionalRule(command, positional));
+      option.string_key = positional->name_for_position(position++);
+    }
+    for (const po::option& option : parsed.options) {
+      const po::option_description* description = all.find_nothrow(option.string_key, false);
+      if (description == nullptr || !IsUnsigned(description->semantic().get())) continue;
+      for (const std::string& text : option.value) {
+        const auto first = text.find_first_not_of(" \t");
+        if (first != std::string::npos && text[first] == '-')
+          return Status::InvalidArgument("--" + option.string_key + " must be 0 or more (an unsigned integer), got '" +
+                                         text + "'");
+      }
+    }
+    po::store(parsed, values);
+    if (values.count("help")) return true;
+    for (const auto& [name, value] : values) {
+      const std::type_info& type = value.value().type();
+      double number = 0;
+      if (type == typeid(double)) number = value.as<double>();
+      else if (type == typeid(float)) number = value.as<float>();
+      else continue;
+      if (Status finite = CheckFinite(number, "--" + name); !finite.ok()) return finite;
     }
     po::notify(values);
+  } catch (po::error_with_option_name& e) {
+    const std::string message = SafeWhat(e);
+    if (dynamic_cast<const po::unknown_option*>(&e) != nullptr)
+      return Status::InvalidArgument(message + " (options are spelled in full; abbreviations are not accepted)");
+    return Status::InvalidArgument(message);
   } catch (const po::error& e) {
-    std::fprintf(stderr, "dtlab %s: %s\nRun 'dtlab %s --help' for the options.\n", command.c_str(), e.what(),
-                 command.c_str());
+    return Status::InvalidArgument(e.what());
+  }
+  return false;
+}
+
+namespace {
+thread_local bool parse_only = false;
+thread_local std::string parse_only_error;
+}  // namespace
+
+ParseOnlyScope::ParseOnlyScope() { parse_only = true, parse_only_error.clear(); }
+ParseOnlyScope::~ParseOnlyScope() { parse_only = false; }
+const std::string& ParseOnlyScope::last_error() { return parse_only_error; }
+
+int ParseOptions(const std::string& command, const std::string& synopsis, const std::string& description,
+                 const po::options_description& options, const std::vector<std::string>& args,
+                 po::variables_map& values, const po::positional_options_description* positional,
+                 const po::options_description* hidden) {
+  auto parsed = ParseCommandLine(command, options, args, values, positional, hidden);
+  if (parse_only) {
+    parse_only_error = parsed.ok() ? "" : parsed.status().message();
+    return parsed.ok() ? 0 : 2;
+  }
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "dtlab %s: %s\nRun 'dtlab %s --help' for the options.\n", command.c_str(),
+                 parsed.status().message().c_str(), command.c_str());
     return 2;
+  }
+  if (*parsed) {
+    std::cout << "Usage: dtlab " << command << " " << synopsis << "\n\n" << description << "\n\n"
+              << WithHelp(options) << "\n"
+              << "Options are spelled in full (no abbreviations); an argument that is not an option or one of\n"
+                 "the synopsis' positional arguments is refused (exit 2).\n";
+    return 0;
   }
   return -1;
 }
@@ -67,15 +181,11 @@ StatusOr<std::vector<int>> ParseDeviceList(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    try {
-      std::size_t used = 0;
-      const int d = std::stoi(item, &used);
-      if (used != item.size() || d < 0) throw std::invalid_argument(item);
-      devices.push_back(d);
-    } catch (const std::exception&) {
+    auto device = ParseInteger<int>(item, "a GPU index", 0, std::numeric_limits<int>::max());
+    if (!device.ok())
       return Status::InvalidArgument("--devices must list GPU indices like 0,1,2 (see dtlab devices), got '" + text +
-                                     "'");
-    }
+                                     "': " + device.status().message());
+    devices.push_back(*device);
   }
   return devices;
 }

@@ -370,7 +370,7 @@ int TrainCommand(const std::vector<std::string>& args) {
       ("optimizer", po::value(&config.optimizer)->default_value(config.optimizer), "adam, rmsprop or sgd")
       ("lr", po::value<float>()->notifier([&](float v) { config.learning_rate = v; }),
        "learning rate (default: the optimizer's Keras default)")
-      ("momentum", po::value(&config.momentum)->default_value(0.0f), "SGD momentum")
+      ("momentum", po::value(&config.momentum)->default_value(0.0f), "SGD momentum (sgd only; refused with adam or rmsprop)")
       ("lr-schedule", po::value(&schedule),
        "piecewise-constant rate by 1-based epoch, e.g. 1:1e-3,4:1e-4,8:1e-5, or 'tutorial'")
       ("seed", po::value(&config.seed)->default_value(config.seed), "seed of weights and shuffling")

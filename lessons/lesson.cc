@@ -1,5 +1,6 @@
 #include "lessons/lesson.h"
 
+#include "core/checked_number.h"
 #include "core/text.h"
 
 #include <toml++/toml.h>
@@ -120,22 +121,11 @@ Status ParseFrontMatter(const std::vector<std::string>& lines, std::size_t close
     if (*seen) return Error(path, line, "front-matter key '" + key + "' is given twice");
     *seen = true;
     if (key == "order") {
-      // Digits with an optional sign, and no overflow: "3", "-1"; not "3.5" or "three".
-      const std::string digits(value);
-      std::size_t used = 0;
-      long parsed = 0;
-      bool valid = !digits.empty() && digits.find_first_not_of("+-0123456789") == std::string::npos;
-      if (valid) {
-        try {
-          parsed = std::stol(digits, &used);
-        } catch (const std::exception&) {
-          valid = false;
-        }
-      }
-      if (!valid || used != digits.size() || parsed < -1000000 || parsed > 1000000) {
-        return Error(path, line, "order must be an integer (lessons are listed by it), got '" + digits + "'");
-      }
-      lesson->order = static_cast<int>(parsed);
+      // Digits with an optional sign, in range: "3", "-1"; not "3.5" or "three".
+      auto parsed = ParseInteger<int>(Trim(value), "order", -1000000, 1000000);
+      if (!parsed.ok())
+        return Error(path, line, "order must be an integer (lessons are listed by it), got '" + std::string(value) + "'");
+      lesson->order = *parsed;
     } else {
       if (value.empty()) return Error(path, line, "front-matter key '" + key + "' is empty");
       (key == "title" ? lesson->title : lesson->summary) = std::string(value);
@@ -289,12 +279,11 @@ StatusOr<LessonQuestion> ParseQuestion(const std::string& body, const std::strin
   if (const toml::node* node = table.get("tolerance")) {
     const std::optional<double> value =
         node->is_integer() || node->is_floating_point() ? node->value<double>() : std::nullopt;
-    if (!value || !std::isfinite(*value) || *value < 0) {
-      std::ostringstream got;
-      if (value) got << *value; else got << TypeName(*node);
-      return Error(path, reader.LineOf(*node),
-                   "'tolerance' must be a non-negative number (a relative error: 0.05 allows 5%), got " + got.str());
-    }
+    if (!value) return Error(path, reader.LineOf(*node),
+                             "'tolerance' must be a non-negative number (a relative error: 0.05 allows 5%), got " +
+                                 TypeName(*node));
+    if (Status valid = CheckRelativeTolerance(*value, "'tolerance'"); !valid.ok())
+      return Error(path, reader.LineOf(*node), valid.message());
     question.tolerance = *value;
   }
   return question;

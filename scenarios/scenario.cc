@@ -10,6 +10,7 @@
 
 #include <toml++/toml.h>
 
+#include "core/checked_number.h"
 #include "core/model.h"
 #include "core/text.h"
 #include "sim/strategy.h"
@@ -47,18 +48,31 @@ class TableReader {
     const toml::node* node = Find(key);
     if (!node) return;
     if (!node->is_integer()) return WrongType(*node, key, "an integer");
-    const std::int64_t v = node->as_integer()->get();
-    if (v < min || v > max)
-      return Fail(*node, Key(key) + " must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
-                             std::to_string(v));
-    out = static_cast<Int>(v);
+    // Checked in the field's own type (core/checked_number.h), never cast first.
+    auto v = NarrowInteger<Int>(node->as_integer()->get(), Key(key), static_cast<Int>(min), static_cast<Int>(max));
+    if (!v.ok()) return Fail(*node, v.status().message());
+    out = *v;
   }
   void Real(std::string_view key, double& out) {
     const toml::node* node = Find(key);
     if (!node) return;
-    if (node->is_integer()) out = static_cast<double>(node->as_integer()->get());
-    else if (node->is_floating_point()) out = node->as_floating_point()->get();
-    else WrongType(*node, key, "a number");
+    double v = 0;
+    if (node->is_integer()) v = static_cast<double>(node->as_integer()->get());
+    else if (node->is_floating_point()) v = node->as_floating_point()->get();
+    else return WrongType(*node, key, "a number");
+    // nan and inf are TOML numbers, but no setting of a scenario means them.
+    if (Status finite = CheckFinite(v, Key(key)); !finite.ok()) return Fail(*node, finite.message());
+    out = v;
+  }
+  // A relative tolerance: the rule lesson questions use too (core/checked_number.h).
+  void Tolerance(std::string_view key, double& out) {
+    const toml::node* node = Find(key);
+    if (!node) return;
+    double v = out;
+    Real(key, v);
+    if (!ok()) return;
+    if (Status valid = CheckRelativeTolerance(v, Key(key)); !valid.ok()) return Fail(*node, valid.message());
+    out = v;
   }
   void OptionalReal(std::string_view key, std::optional<double>& out) {
     if (!Find(key)) return;
@@ -91,6 +105,7 @@ class TableReader {
       if (item.is_integer()) out.push_back(static_cast<double>(item.as_integer()->get()));
       else if (item.is_floating_point()) out.push_back(item.as_floating_point()->get());
       else return WrongType(item, key, "a list of numbers");
+      if (Status finite = CheckFinite(out.back(), Key(key) + " item"); !finite.ok()) return Fail(item, finite.message());
     }
   }
   // A name parsed by `parse` (an enum table): its error lists the allowed names.
@@ -350,7 +365,7 @@ void ReadCheck(const toml::table& t, const std::string& path, const std::set<std
     check.approx_value = approx->as_string()->get();
   else
     r.OptionalReal("approx", check.approx);
-  r.Real("tolerance", check.tolerance);
+  r.Tolerance("tolerance", check.tolerance);
   r.String("contains", check.contains);
   if (!r.ok()) return;
   switch (check.kind) {

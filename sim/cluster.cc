@@ -235,10 +235,17 @@ Status ClusterConfig::Validate() const {
                                    " runs on one worker)");
   DTLAB_RETURN_IF_ERROR(CheckReductionForCustomLoop(reduction, keras));
   for (const FaultSpec& fault : faults) {
-    if (fault.replica >= replicas || (fault.to >= replicas))
-      return Status::InvalidArgument("fault " + FaultSpecText(fault) + " names replica " +
-                                     std::to_string(std::max(fault.replica, fault.to)) + ", but there are " +
-                                     std::to_string(replicas) + " replicas (0 to " + std::to_string(replicas - 1) + ")");
+    // Both fields index the replicas (PrepareFaults, the transport): in range or refused.
+    for (const auto& [field, value] : {std::pair<const char*, std::int32_t>{"replica", fault.replica},
+                                       std::pair<const char*, std::int32_t>{"to", fault.to}}) {
+      if (value < (std::string_view(field) == "to" ? -1 : 0) || value >= replicas)
+        return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": " + field + "=" + std::to_string(value) +
+                                       " names no replica; there are " + std::to_string(replicas) + " replicas, so " +
+                                       field + " must be from 0 to " + std::to_string(replicas - 1) +
+                                       " (or raise --replicas)");
+    }
+    if (fault.step < 1 || fault.phase < 0)
+      return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": step must be 1 or more and phase 0 or more");
     if (strategy == StrategyKind::kParameterServer)
       return Status::InvalidArgument("fault injection applies to synchronous strategies, not parameter_server");
   }

@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <type_traits>
 #include <set>
 #include <sstream>
 
+#include "core/checked_number.h"
 #include "core/enum_names.h"
 #include "core/text.h"
 
@@ -59,26 +62,22 @@ StatusOr<FaultSpec> ParseFaultSpec(std::string_view text) {
                  JoinText(allowed, ", ") + ")");
     }
     if (!seen.insert(key).second) return bad("'" + key + "' given twice");
-    auto integer = [&](std::int64_t min) -> StatusOr<std::int64_t> {
-      std::size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(value, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != value.size() || v < min)
-        return bad(key + " must be an integer >= " + std::to_string(min) + ", got '" + value + "'");
-      return static_cast<std::int64_t>(v);
+    // Each field parsed into its real type with its range (never int64 then cast).
+    auto integer = [&](auto& out, auto min) -> Status {
+      using Int = std::remove_reference_t<decltype(out)>;
+      auto parsed = ParseInteger<Int>(value, key, static_cast<Int>(min), std::numeric_limits<Int>::max());
+      if (!parsed.ok()) return bad(parsed.status().message());
+      out = *parsed;
+      return Status::Ok();
     };
-    if (key == "replica" || key == "to") {
-      DTLAB_ASSIGN_OR_RETURN(const std::int64_t v, integer(0));
-      (key == "replica" ? fault.replica : fault.to) = static_cast<std::int32_t>(v);
+    if (key == "replica") {
+      DTLAB_RETURN_IF_ERROR(integer(fault.replica, 0));
+    } else if (key == "to") {
+      DTLAB_RETURN_IF_ERROR(integer(fault.to, 0));
     } else if (key == "step") {
-      DTLAB_ASSIGN_OR_RETURN(fault.step, integer(1));
+      DTLAB_RETURN_IF_ERROR(integer(fault.step, 1));
     } else if (key == "phase") {
-      DTLAB_ASSIGN_OR_RETURN(const std::int64_t v, integer(1));
-      fault.phase = static_cast<std::int32_t>(v);
+      DTLAB_RETURN_IF_ERROR(integer(fault.phase, 1));
     } else if (key == "seconds") {
       char* end = nullptr;
       fault.seconds = std::strtod(value.c_str(), &end);

@@ -12,7 +12,10 @@
 #include <sstream>
 #include <string_view>
 
+#include <tbb/task_arena.h>
+
 #include "core/batch.h"
+#include "core/checked_number.h"
 #include "core/checkpoint_manager.h"
 #include "core/dataset.h"
 #include "core/loss.h"
@@ -20,6 +23,7 @@
 #include "core/training_state.h"
 #include "sim/batch_runner.h"
 #include "sim/cost_model.h"
+#include "sim/memory_estimate.h"
 #include "sim/parameter_server.h"
 #include "sim/trace.h"
 
@@ -342,6 +346,19 @@ Status TrainConfig::Validate() const {
     return Status::InvalidArgument("--batch-per-replica must be at least 1, got " + std::to_string(batch_per_replica));
   if (global_batch && *global_batch < 1)
     return Status::InvalidArgument("--global-batch must be at least 1, got " + std::to_string(*global_batch));
+  // Bounded before anything multiplies it (batch x replicas, batch x example size).
+  if (global_batch ? *global_batch > kMaxGlobalBatch : batch_per_replica > kMaxGlobalBatch)
+    return Status::InvalidArgument(std::string(global_batch ? "--global-batch" : "--batch-per-replica") +
+                                   " must be at most " + std::to_string(kMaxGlobalBatch) + ", got " +
+                                   std::to_string(global_batch ? *global_batch : batch_per_replica));
+  if (!global_batch && cluster.replicas >= 1) {
+    const auto product = CheckedMultiply(batch_per_replica, cluster.replicas);
+    if (!product || *product > kMaxGlobalBatch)
+      return Status::InvalidArgument("the global batch, --batch-per-replica " + std::to_string(batch_per_replica) +
+                                     " x --replicas " + std::to_string(cluster.replicas) + ", must be at most " +
+                                     std::to_string(kMaxGlobalBatch) + "; use a smaller --batch-per-replica or "
+                                     "fewer --replicas");
+  }
   if (max_steps == 0 || max_steps < -1)
     return Status::InvalidArgument("--steps must be at least 1, got " + std::to_string(max_steps));
   if (checkpoint_every < 0)
@@ -376,10 +393,16 @@ Status TrainConfig::Validate() const {
                                    "steps belong to no state); drop --checkpoint-every");
   if (parameter_servers < 1)
     return Status::InvalidArgument("--parameter-servers must be at least 1, got " + std::to_string(parameter_servers));
+  DTLAB_RETURN_IF_ERROR(CheckFinite(straggler_spread, "--straggler-spread"));
   if (!(straggler_spread >= 0)) return Status::InvalidArgument("--straggler-spread must be 0 or more");
+  DTLAB_RETURN_IF_ERROR(CheckFinite(device_flops_per_second, "--device-gflops"));
   if (!(device_flops_per_second > 0)) return Status::InvalidArgument("--device-gflops must be positive");
   if (learning_rate && !(*learning_rate > 0 && std::isfinite(*learning_rate)))
     return Status::InvalidArgument("--lr must be a positive number, got " + std::to_string(*learning_rate));
+  DTLAB_RETURN_IF_ERROR(CheckFinite(momentum, "--momentum"));
+  if (momentum != 0.0f && optimizer != "sgd")
+    return Status::InvalidArgument("--momentum applies to the sgd optimizer only; " + optimizer +
+                                   " has no momentum option (drop --momentum, or use --optimizer sgd)");
   return Status::Ok();
 }
 
@@ -432,6 +455,59 @@ EpochPosition MapEpochPosition(std::int64_t step_in_epoch, std::int64_t checkpoi
   return position;
 }
 
+std::int64_t LastStep(const TrainConfig& config, std::int64_t train_examples) {
+  const std::int64_t batch = std::max<std::int64_t>(config.global_batch_size(), 1);
+  const std::int64_t per_epoch = config.drop_remainder ? train_examples / batch : (train_examples + batch - 1) / batch;
+  const std::int64_t all = CheckedMultiply(per_epoch, config.epochs).value_or(std::numeric_limits<std::int64_t>::max());
+  return config.max_steps >= 0 ? std::min(all, config.max_steps) : all;
+}
+
+namespace {
+
+// A fault or a dump at a step the run never reaches would do nothing, silently.
+Status CheckStepsReachable(const TrainConfig& config, std::int64_t train_examples) {
+  const std::int64_t last = LastStep(config, train_examples);
+  const std::string limit = config.max_steps >= 0 && config.max_steps == last
+                                ? "--steps " + std::to_string(last)
+                                : std::to_string(config.epochs) + " epoch(s) of " + std::to_string(train_examples) +
+                                      " examples at global batch " + std::to_string(config.global_batch_size());
+  if (config.dump_step > last)
+    return Status::InvalidArgument("--dump-step " + std::to_string(config.dump_step) + " is never reached: the run "
+                                   "ends after step " + std::to_string(last) + " (" + limit + "); give a step from 1 "
+                                   "to " + std::to_string(last) + " or raise --steps");
+  for (const FaultSpec& fault : config.cluster.faults)
+    if (fault.step > last)
+      return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": step=" + std::to_string(fault.step) +
+                                     " is never reached: the run ends after step " + std::to_string(last) + " (" +
+                                     limit + "); step must be from 1 to " + std::to_string(last));
+  return Status::Ok();
+}
+
+// Refuses, before allocating, a run whose replicas cannot fit in memory.
+Status CheckFitsInMemory(const TrainConfig& config, const Sequential<float>& model, const ImageDataset& train) {
+  RunMemoryInput input;
+  input.parameter_values = model.num_parameter_values();
+  DTLAB_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(config.optimizer, OptimizerOptions{}));
+  input.optimizer_slots = static_cast<std::int64_t>(optimizer->SlotNames().size()) + (config.momentum != 0 ? 1 : 0);
+  const std::int32_t workers = config.worker_group != nullptr ? config.worker_group->size() : 1;
+  input.replicas = config.cluster.replicas / std::max(workers, 1);
+  input.exact = config.cluster.math == MathMode::kExact;
+  input.central_storage = config.cluster.strategy == StrategyKind::kCentralStorage;
+  input.global_batch = std::min(config.global_batch_size(), train.count);
+  input.example_values = train.height * train.width * train.channels;
+  Shape shape = model.example_shape();
+  for (const auto& layer : model.layers()) {
+    shape = layer->OutputShape(shape);
+    input.activation_values_per_example += NumElements(shape);
+  }
+  input.chunk_size = config.chunk_size;
+  input.threads = tbb::this_task_arena::max_concurrency();
+  input.all_reduce = config.cluster.all_reduce;
+  return CheckRunFitsInMemory(EstimateRunMemory(input), input, AvailableMemoryForRun());
+}
+
+}  // namespace
+
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer) {
   DTLAB_RETURN_IF_ERROR(config.Validate());
   TrainObserver null_observer;
@@ -439,6 +515,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   const ImageDataset& train = data.train;
   DTLAB_ASSIGN_OR_RETURN(auto model, MakeModel<float>(config.model, {train.height, train.width, train.channels},
                                                       train.num_classes));
+  DTLAB_RETURN_IF_ERROR(CheckStepsReachable(config, train.count));
+  DTLAB_RETURN_IF_ERROR(CheckFitsInMemory(config, *model, train));
   // Output paths are checked before training, not discovered unwritable at its end.
   if (!config.trace_path.empty() && !std::ofstream(config.trace_path))
     return Status::IOError("cannot write --trace " + config.trace_path + ": " + std::strerror(errno));

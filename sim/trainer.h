@@ -39,6 +39,10 @@ using LearningRateSchedule = std::vector<std::pair<std::int64_t, float>>;
 /// epochs 1-3, 1e-4 for 4-7, 1e-5 after). The first entry must start at epoch 1.
 StatusOr<LearningRateSchedule> ParseLearningRateSchedule(const std::string& text);
 
+/// The largest global batch (and batch per replica) a run takes: bounded before
+/// anything multiplies it (docs/reliability.md, "Integers and floats").
+inline constexpr std::int64_t kMaxGlobalBatch = std::int64_t{1} << 24;
+
 struct TrainConfig {
   std::string model = "seed-cnn";
   std::string dataset = "fashion-mnist";  // a name or a directory (see mnist.h)
@@ -240,6 +244,10 @@ std::uint64_t WeightsDigest(const ParameterList<float>& variables);
 /// another model or optimizer, or a parameter_server run asked to resume in the
 /// middle of an epoch; Corruption for a damaged checkpoint; IOError when writing
 /// fails; Runtime when the loss becomes NaN or infinite.
+/// The last optimizer step a run from step 0 reaches on `train_examples` examples:
+/// epochs x batches per epoch, capped by max_steps (saturates instead of overflowing).
+std::int64_t LastStep(const TrainConfig& config, std::int64_t train_examples);
+
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer = nullptr);
 
 struct EvalReport {

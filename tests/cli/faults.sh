@@ -33,7 +33,7 @@ expect_contains central_die err "reduce at step 3: timed out after 60 s waiting 
 expect_exit 2 bad_kind -- train --steps 1 --inject-fault explode:replica=1,step=1
 expect_contains bad_kind err "unknown fault kind 'explode'"
 expect_exit 2 bad_replica -- train --steps 1 --inject-fault die:replica=4,step=1
-expect_contains bad_replica err "names replica 4, but there are 4 replicas (0 to 3)"
+expect_contains bad_replica err "replica=4 names no replica; there are 4 replicas, so replica must be from 0 to 3"
 expect_exit 2 bad_layer -- train --steps 1 --inject-fault throw:replica=0,step=1,layer=lstm
 expect_contains bad_layer err "the model has no layer 'lstm' (layers: conv2d,"
 expect_exit 2 bad_variable -- train --steps 1 --inject-fault nan:replica=0,step=1,variable=w

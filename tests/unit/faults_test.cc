@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cluster.h"
 #include "sim/collectives.h"
 #include "sim/faults.h"
 
@@ -33,8 +34,16 @@ TEST(FaultSpec, BadSpecsNameTheProblem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"explode:replica=1,step=1", "unknown fault kind 'explode' (expected one of: throw, die, straggler, drop"},
       {"die:replica=1", "replica and step are required"},
-      {"die:replica=1,step=0", "step must be an integer >= 1, got '0'"},
-      {"die:replica=-1,step=2", "replica must be an integer >= 0, got '-1'"},
+      {"die:replica=1,step=0", "step must be an integer in [1, 9223372036854775807], got '0'"},
+      {"die:replica=-1,step=2", "replica must be an integer in [0, 2147483647], got '-1'"},
+      // Each field in its own type: nothing wraps to 32 bits (issue 19).
+      {"die:replica=2147483648,step=1", "replica must be an integer in [0, 2147483647], got '2147483648'"},
+      {"die:replica=4294967297,step=1", "replica must be an integer in [0, 2147483647], got '4294967297'"},
+      {"drop:replica=0,step=1,to=4294967298", "to must be an integer in [0, 2147483647], got '4294967298'"},
+      {"drop:replica=0,step=1,phase=4294967296", "phase must be an integer in [1, 2147483647], got '4294967296'"},
+      {"die:replica=0,step=9223372036854775808", "step must be an integer in [1, 9223372036854775807]"},
+      {"die:replica=1x,step=1", "replica must be an integer in [0, 2147483647], got '1x'"},
+      {"die:replica=,step=1", "replica must be an integer in [0, 2147483647], got ''"},
       {"die:replica=1,step=2,seconds=3", "unknown key 'seconds' for die (allowed: replica, step)"},
       {"straggler:replica=1,step=2", "a straggler needs seconds=S"},
       {"straggler:replica=1,step=2,seconds=-1", "seconds must be a positive number"},
@@ -48,6 +57,24 @@ TEST(FaultSpec, BadSpecsNameTheProblem) {
     EXPECT_EQ(fault.status().code(), Status::Code::kInvalidArgument);
     EXPECT_NE(fault.status().message().find(message), std::string::npos) << fault.status().message();
   }
+}
+
+// A parsed fault is checked against the cluster: replica and to index its replicas.
+TEST(FaultSpec, ClusterRefusesReplicasItLacks) {
+  ClusterConfig config;
+  config.replicas = 2;
+  config.strategy = StrategyKind::kMirrored;
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"die:replica=2,step=1", "fault die:replica=2,step=1: replica=2 names no replica; there are 2 replicas, so "
+                                    "replica must be from 0 to 1"},
+           {"drop:replica=0,step=1,to=5", "to=5 names no replica; there are 2 replicas, so to must be from 0 to 1"}}) {
+    config.faults = {*ParseFaultSpec(text)};
+    const Status status = config.Validate();
+    EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << text;
+    EXPECT_NE(status.message().find(message), std::string::npos) << status.message();
+  }
+  config.faults = {*ParseFaultSpec("drop:replica=1,step=1,to=0")};
+  EXPECT_TRUE(config.Validate().ok());
 }
 
 // Runs an all-reduce of `n` replicas x `count` elements with `faults`; returns the buffers.
