@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.h"
 #include "sim/collectives.h"
 #include "sim/cuda/cuda_backend.h"
 #include "sim/device_backend.h"
@@ -76,27 +77,15 @@ json RecordJson(const std::string& scenario, const ReplayOptions& options, const
 }
 
 Status WriteRecord(const std::string& path, const json& record) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    if (!out) return Status::IOError("--record: cannot write " + path);
-    out << record.dump(1) << "\n";
-    out.flush();
-    if (!out) return Status::IOError("--record: cannot write " + path + " (disk full?)");
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return Status::IOError("--record: cannot write " + path);
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, record.dump(1) + "\n").WithContext("--record: cannot write " + path);
 }
 
 StatusOr<Side> ReadRecord(const std::string& path, const std::string& scenario, const ReplayOptions& options) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("--against: cannot read " + path);
+  StatusOr<std::string> text = ReadRegularFile(path, kMaxTextFileBytes, "replay record");
+  if (!text.ok()) return text.status().WithContext("--against: cannot read " + path);
   const std::string where = "--against " + path + ": ";
   try {
-    const json record = json::parse(in);
+    const json record = json::parse(*text);
     if (!record.is_object() || record.value("format", "") != kRecordFormat)
       return Status::InvalidArgument(where + "not a replay record (write one with dtlab replay SCENARIO --backend cpu "
                                              "--record FILE)");
@@ -244,6 +233,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
     return Status::InvalidArgument("--backend cpu --math fast compares nothing: fast mode checks a device against the "
                                    "CPU's exact gradient; pick --backend emulated or cuda");
   DTLAB_RETURN_IF_ERROR(ComputeBackendFactory(options.backend, options.devices, options.streams, 1).status());
+  // A record aimed at a device, a FIFO or a directory is refused now, not after the run.
+  if (!options.record.empty()) DTLAB_RETURN_IF_ERROR(ResolveOutputPath(options.record, "--record").status());
   ReplayResult result;
   result.scenario = scenario_name;
   result.math = options.math;

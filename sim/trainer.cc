@@ -1,5 +1,7 @@
 #include "sim/trainer.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include "core/batch.h"
 #include "core/checkpoint_manager.h"
 #include "core/dataset.h"
+#include "core/file_io.h"
 #include "core/loss.h"
 #include "core/training_state.h"
 #include "sim/batch_runner.h"
@@ -253,20 +256,21 @@ TestMetrics EvaluateTestSet(BatchRunner& runner, const ParameterList<float>& par
   return {math == MathMode::kExact ? exact_loss.Result() : loss.Result(), accuracy.Result(), test.count};
 }
 
+std::string MetricsCsvPath(const std::string& directory) { return directory + "/metrics.csv"; }
+
+// Appends one epoch's line to metrics.csv, with the header when the file is new
+// or empty. A metrics.csv that is not a regular file (a FIFO, a device, a symlink
+// loop) is refused before training starts (Train), so no work is lost to it.
 Status AppendMetricsCsv(const std::string& directory, const EpochReport& r) {
-  const std::string path = directory + "/metrics.csv";
-  const bool fresh = !std::filesystem::exists(path);
-  std::ofstream out(path, std::ios::app);
-  if (!out) return Status::IOError("cannot append to " + path);
-  if (fresh) out << "epoch,learning_rate,train_loss,train_accuracy,test_loss,test_accuracy,seconds,steps\n";
   char line[256];
   std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%.3f,%lld\n", static_cast<long long>(r.epoch),
                 r.learning_rate, r.train_loss, r.train_accuracy, r.test_loss, r.test_accuracy, r.seconds,
                 static_cast<long long>(r.steps));
-  out << line;
-  out.flush();
-  if (!out) return Status::IOError("cannot write " + path);
-  return Status::Ok();
+  const std::string header = "epoch,learning_rate,train_loss,train_accuracy,test_loss,test_accuracy,seconds,steps\n";
+  const std::string path = MetricsCsvPath(directory);
+  struct stat info;
+  const bool fresh = ::stat(path.c_str(), &info) != 0 || info.st_size == 0;
+  return AppendToRegularFile(path, fresh ? header + line : std::string(line), "metrics file");
 }
 
 // --dump-step: the weights before the step, its global batch and its gradients.
@@ -438,8 +442,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   DTLAB_ASSIGN_OR_RETURN(auto model, MakeModel<float>(config.model, {train.height, train.width, train.channels},
                                                       train.num_classes));
   // Output paths are checked before training, not discovered unwritable at its end.
-  if (!config.trace_path.empty() && !std::ofstream(config.trace_path))
-    return Status::IOError("cannot write --trace " + config.trace_path + ": " + std::strerror(errno));
+  if (!config.trace_path.empty()) DTLAB_RETURN_IF_ERROR(CheckOutputPath(config.trace_path, "--trace"));
   if (!config.dump_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(config.dump_dir, ec);
@@ -494,6 +497,18 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  }
+  // One writer per directory: a second training into it is refused here, before
+  // it could sweep away the first one's temporary files (core/checkpoint_manager.h).
+  std::vector<ExclusiveFileLock> writer_locks;
+  if (chief) {
+    for (const std::string& dir : {config.checkpoint_dir, backup_chief_dir}) {
+      if (dir.empty()) continue;
+      DTLAB_ASSIGN_OR_RETURN(ExclusiveFileLock lock, CheckpointManager(dir, 0).LockForWriting());
+      writer_locks.push_back(std::move(lock));
+    }
+    if (!config.checkpoint_dir.empty())
+      DTLAB_RETURN_IF_ERROR(CheckAppendPath(MetricsCsvPath(config.checkpoint_dir), "metrics file"));
   }
   if (!config.backup_dir.empty()) {
     backup.emplace(backup_chief_dir, 1);
