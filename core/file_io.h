@@ -35,8 +35,10 @@ inline constexpr std::size_t kMaxCheckpointBytes = std::size_t{4} << 30;
 /// Scenario, lesson, replay record, pointer and TF_CONFIG files are short text.
 inline constexpr std::size_t kMaxTextFileBytes = std::size_t{16} << 20;
 /// An IDX data set file as stored (gzip'd or plain); Fashion-MNIST's largest is
-/// 26 MB gzip'd, 47 MB plain. Its contents are bounded again by its header.
-inline constexpr std::size_t kMaxDatasetFileBytes = std::size_t{2} << 30;
+/// 26 MB gzip'd, 47 MB plain. Above a plain file of the largest payload the IDX
+/// reader accepts (kMaxIdxPayloadBytes, 2 GiB, plus its header); its contents are
+/// bounded again by that header.
+inline constexpr std::size_t kMaxDatasetFileBytes = std::size_t{4} << 30;
 
 /// An owned file descriptor, closed on destruction.
 class UniqueFd {
