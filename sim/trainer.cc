@@ -498,18 +498,6 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     std::filesystem::create_directories(dir, ec);
     if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
   }
-  // One writer per directory: a second training into it is refused here, before
-  // it could sweep away the first one's temporary files (core/checkpoint_manager.h).
-  std::vector<ExclusiveFileLock> writer_locks;
-  if (chief) {
-    for (const std::string& dir : {config.checkpoint_dir, backup_chief_dir}) {
-      if (dir.empty()) continue;
-      DTLAB_ASSIGN_OR_RETURN(ExclusiveFileLock lock, CheckpointManager(dir, 0).LockForWriting());
-      writer_locks.push_back(std::move(lock));
-    }
-    if (!config.checkpoint_dir.empty())
-      DTLAB_RETURN_IF_ERROR(CheckAppendPath(MetricsCsvPath(config.checkpoint_dir), "metrics file"));
-  }
   if (!config.backup_dir.empty()) {
     backup.emplace(backup_chief_dir, 1);
     DTLAB_RETURN_IF_ERROR(restore(*backup, "--backup-dir"));
@@ -517,6 +505,20 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   if (!config.checkpoint_dir.empty()) {
     manager.emplace(config.checkpoint_dir, config.max_to_keep);
     if (report.resumed_from_step < 0) DTLAB_RETURN_IF_ERROR(restore(*manager, "--checkpoint-dir"));
+  }
+  // One writer per directory: a second training into it is refused here, before
+  // it could sweep away the first one's temporary files (core/checkpoint_manager.h).
+  // Taken after the restore (which only reads), so a refused resume or a bad
+  // metrics.csv leaves nothing behind, not even a lock file.
+  std::vector<ExclusiveFileLock> writer_locks;
+  if (chief) {
+    if (!config.checkpoint_dir.empty())
+      DTLAB_RETURN_IF_ERROR(CheckAppendPath(MetricsCsvPath(config.checkpoint_dir), "metrics file"));
+    for (const std::string& dir : {config.checkpoint_dir, backup_chief_dir}) {
+      if (dir.empty()) continue;
+      DTLAB_ASSIGN_OR_RETURN(ExclusiveFileLock lock, CheckpointManager(dir, 0).LockForWriting());
+      writer_locks.push_back(std::move(lock));
+    }
   }
   if (group != nullptr) {
     // Every worker must resume from the same step (or none).
