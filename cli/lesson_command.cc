@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "cli/command.h"
-#include "core/safetensors.h"
+#include "core/file_io.h"
 #include "lessons/lesson_player.h"
 #include "scenarios/catalog.h"
 #include "scenarios/scenario_report.h"

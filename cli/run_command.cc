@@ -5,12 +5,13 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "cli/progress_line.h"
-#include "core/safetensors.h"
+#include "core/file_io.h"
 #include "lessons/lesson.h"
 #include "scenarios/catalog.h"
 #include "scenarios/scenario_report.h"
@@ -91,6 +92,12 @@ int RunCommand(const std::vector<std::string>& args) {
   if (!path.ok()) return ReportError("run", path.status());
   auto scenario = LoadScenario(*path, sets);
   if (!scenario.ok()) return ReportError("run", scenario.status());
+
+  // Output paths are checked before the runs, not discovered unwritable after them
+  // (a device, a FIFO or a directory is refused: core/file_io.h).
+  for (const auto& [output, option] : {std::pair{&report, "--report"}, {&csv, "--csv"}, {&trace, "--trace"}})
+    if (!output->empty())
+      if (Status s = CheckOutputPath(*output, option); !s.ok()) return ReportError("run", s);
 
   const bool json = values.count("json") > 0;
   const bool progress = !values.count("no-progress") && isatty(STDERR_FILENO);

@@ -1,6 +1,5 @@
 #include "core/checkpoint_manager.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@ namespace dtlab {
 namespace {
 
 constexpr std::string_view kPointerFileName = "checkpoint";
+constexpr std::string_view kLockFileName = ".dtlab.lock";
 constexpr std::string_view kFilePrefix = "ckpt-";
 constexpr std::string_view kFileSuffix = ".safetensors";
 constexpr std::string_view kLatestField = "model_checkpoint_path";
@@ -44,28 +44,13 @@ bool ParseCheckpointFileName(std::string_view name, std::int64_t* number) {
   return true;
 }
 
-// The contents of `path`, nullopt if it does not exist, IOError otherwise.
+// The contents of `path`, nullopt if it does not exist; ReadRegularFile's errors
+// otherwise (a FIFO or a device is refused, never read until memory runs out).
 StatusOr<std::optional<std::string>> ReadTextFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    return Status::IOError(path + ": cannot open: " + std::strerror(errno));
-  }
-  std::string text;
-  char buffer[4096];
-  while (true) {
-    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      const std::string error = std::strerror(errno);
-      ::close(fd);
-      return Status::IOError(path + ": cannot read: " + error);
-    }
-    if (got == 0) break;
-    text.append(buffer, static_cast<std::size_t>(got));
-  }
-  ::close(fd);
-  return std::optional<std::string>(std::move(text));
+  StatusOr<std::string> text = ReadRegularFile(path, kMaxTextFileBytes, "checkpoint pointer file");
+  if (text.status().code() == Status::Code::kNotFound) return std::optional<std::string>();
+  if (!text.ok()) return text.status();
+  return std::optional<std::string>(std::move(text).value());
 }
 
 std::string_view Trim(std::string_view text) {
@@ -85,6 +70,15 @@ std::string CheckpointManager::PathOf(const std::string& file_name) const {
 }
 
 std::string CheckpointManager::PointerPath() const { return PathOf(std::string(kPointerFileName)); }
+
+StatusOr<ExclusiveFileLock> CheckpointManager::LockForWriting() const {
+  std::error_code error;
+  std::filesystem::create_directories(directory_, error);
+  if (error) {
+    return Status::IOError(directory_ + ": cannot create checkpoint directory: " + error.message());
+  }
+  return ExclusiveFileLock::Acquire(PathOf(std::string(kLockFileName)), "checkpoint directory " + directory_);
+}
 
 StatusOr<std::optional<CheckpointManager::Pointer>> CheckpointManager::ReadPointer() const {
   const std::string path = PointerPath();

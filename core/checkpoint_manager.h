@@ -17,9 +17,15 @@
 // a complete file whose checksums verify. Leftover `*.tmp-*` files of a crashed
 // save are ignored and removed by the next Save.
 //
+// One writer: a training holds LockForWriting()'s lock (flock on the file
+// `.dtlab.lock` in the directory, which names its holder) for as long as it may
+// save, so a second training into the same directory is refused instead of
+// sweeping away the first one's temporary files. Readers (eval, resume) take no
+// lock. The lock file is neither a checkpoint nor a temporary file: Save keeps it.
+//
 // Thread safety: the const methods may run concurrently with each other. Save
 // must not run concurrently with anything else on the same directory, from this
-// or another manager or process.
+// or another manager or process; LockForWriting makes other processes wait.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/file_io.h"
 #include "core/safetensors.h"
 #include "core/status.h"
 
@@ -48,6 +55,11 @@ class CheckpointManager {
   /// checkpoint is saved and pointed to in that last case).
   Status Save(const SafetensorsFile& checkpoint, std::int64_t number,
               std::string* saved_path = nullptr);
+
+  /// Creates the directory if needed and takes its writer lock, held until the
+  /// returned object is destroyed. InvalidArgument naming the holder ("pid N on
+  /// HOST") when another process holds it; IOError when it cannot be created.
+  StatusOr<ExclusiveFileLock> LockForWriting() const;
 
   /// The path of the latest checkpoint, or nullopt when there is no pointer file
   /// (no checkpoint was saved yet). Corruption if the pointer file is malformed

@@ -1,14 +1,16 @@
 #include "core/idx.h"
 
+#include <stdio.h>  // fdopen
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <system_error>
+
+#include "core/file_io.h"
 
 namespace dtlab {
 namespace {
@@ -228,20 +230,13 @@ StatusOr<IdxArray> ParseIdx(ByteSource& source, const std::string& path) {
 }  // namespace
 
 StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
-  std::error_code error;
-  const auto file_status = std::filesystem::status(path, error);
-  if (file_status.type() == std::filesystem::file_type::not_found) {
-    return Status::NotFound(path + ": no such file");
-  }
-  if (file_status.type() == std::filesystem::file_type::directory) {
-    return Status::IOError(path + ": is a directory, not an IDX file");
-  }
-  FilePointer file(std::fopen(path.c_str(), "rb"));
-  if (file == nullptr) {
-    const int open_errno = errno;
-    if (open_errno == ENOENT) return Status::NotFound(path + ": no such file");
-    return Status::IOError(path + ": cannot open: " + std::strerror(open_errno));
-  }
+  // A regular file only: a FIFO or a device would block or never end.
+  StatusOr<UniqueFd> fd = OpenRegularFile(path, kMaxDatasetFileBytes, "the IDX file");
+  if (fd.status().code() == Status::Code::kNotFound) return Status::NotFound(path + ": no such file");
+  if (!fd.ok()) return fd.status().WithContext(path);  // messages start with the path (idx.h)
+  FilePointer file(::fdopen(fd->get(), "rb"));
+  if (file == nullptr) return Status::IOError(path + ": cannot open: " + std::strerror(errno));
+  (void)fd->release();  // the FILE owns it now
 
   // Peek at the first two bytes to choose plain or gzip.
   std::uint8_t head[2] = {0, 0};

@@ -35,6 +35,9 @@ inline constexpr std::int64_t kMaxIdxPayloadBytes = std::int64_t{1} << 31;
 /// On success the array holds exactly the file's dimensions and elements.
 /// Failures, whose messages all start with `path`:
 ///   NotFound    the file does not exist;
+///   InvalidArgument  it is not a regular file (a directory, a FIFO, a device:
+///               never opened in a way that blocks) or is larger than
+///               kMaxDatasetFileBytes (core/file_io.h);
 ///   IOError     the operating system refused to open or read it;
 ///   Corruption  bad magic bytes or an unsupported element type (the message
 ///               names the bytes found), a truncated header, a zero dimension,

@@ -1,8 +1,5 @@
 #include "core/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -107,8 +103,6 @@ std::string DumpCanonical(const Json& json) {
   return json.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
-std::string ErrnoText() { return std::strerror(errno); }
-
 // Element count of `shape` times `element_size`, or false on overflow / negative dims.
 bool ByteCount(const Shape& shape, std::size_t element_size, std::uint64_t* bytes) {
   std::uint64_t count = 1;
@@ -134,21 +128,6 @@ std::vector<T> CopyElements(const TensorEntry& entry) {
   return values;
 }
 
-// Writes all of `bytes` to `fd`, retrying short writes and EINTR.
-bool WriteAll(int fd, std::string_view bytes) {
-  const char* data = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t written = ::write(fd, data, left);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += written;
-    left -= static_cast<std::size_t>(written);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -538,67 +517,8 @@ StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
 // Files
 
 StatusOr<SafetensorsFile> ReadSafetensorsFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound(path + ": no such file");
-    return Status::IOError(path + ": cannot open: " + ErrnoText());
-  }
-  std::string bytes;
-  struct stat info;
-  if (::fstat(fd, &info) == 0 && info.st_size > 0) bytes.reserve(static_cast<std::size_t>(info.st_size));
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      const std::string error = ErrnoText();
-      ::close(fd);
-      return Status::IOError(path + ": cannot read: " + error);
-    }
-    if (got == 0) break;
-    bytes.append(buffer, static_cast<std::size_t>(got));
-  }
-  ::close(fd);
+  DTLAB_ASSIGN_OR_RETURN(const std::string bytes, ReadRegularFile(path, kMaxCheckpointBytes, "checkpoint"));
   return ParseSafetensors(bytes, path);
-}
-
-Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
-  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
-  auto fail = [&](const std::string& action) {
-    const std::string error = ErrnoText();
-    ::unlink(temporary.c_str());
-    return Status::IOError(path + ": " + action + ": " + error);
-  };
-
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail("cannot create " + temporary);
-  if (!WriteAll(fd, bytes)) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    return fail("cannot write " + temporary);
-  }
-  if (::fsync(fd) != 0) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    return fail("cannot fsync " + temporary);
-  }
-  if (::close(fd) != 0) return fail("cannot close " + temporary);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) return fail("cannot rename " + temporary);
-
-  // Make the rename itself durable.
-  std::string directory = std::filesystem::path(path).parent_path().string();
-  if (directory.empty()) directory = ".";
-  const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return Status::IOError(path + ": cannot open directory to fsync: " + ErrnoText());
-  if (::fsync(dir_fd) != 0) {
-    const std::string error = ErrnoText();
-    ::close(dir_fd);
-    return Status::IOError(path + ": cannot fsync directory " + directory + ": " + error);
-  }
-  ::close(dir_fd);
-  return Status::Ok();
 }
 
 }  // namespace dtlab

@@ -19,8 +19,7 @@
 // in a file written by dtlab is reported as Corruption instead of being loaded.
 //
 // Thread safety: SafetensorsFile is a value; concurrent const use is safe, any
-// mutation needs external synchronization. The free functions are thread-safe,
-// except that concurrent WriteFileAtomically calls for the same path are not.
+// mutation needs external synchronization. The free functions are thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/file_io.h"  // WriteFileAtomically, for the writers of checkpoints
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -119,15 +119,10 @@ std::string SerializeSafetensors(const SafetensorsFile& file);
 StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
                                            const std::string& origin_for_messages);
 
-/// Reads and parses the file at `path`. NotFound if it does not exist, IOError
+/// Reads and parses the file at `path` (ReadRegularFile, core/file_io.h: a
+/// regular file of at most kMaxCheckpointBytes). NotFound if it does not exist,
+/// InvalidArgument if it is a FIFO, a device, a directory or too large, IOError
 /// if it cannot be read, otherwise as ParseSafetensors with origin `path`.
 StatusOr<SafetensorsFile> ReadSafetensorsFile(const std::string& path);
-
-/// Replaces the file at `path` with `bytes` so that `path` always holds either
-/// the old or the complete new contents, even across a crash: writes
-/// `path + ".tmp-<pid>"` in the same directory, fsyncs it, renames it over
-/// `path`, then fsyncs the directory. On failure removes the temporary file and
-/// returns IOError naming the path and the system error.
-Status WriteFileAtomically(const std::string& path, std::string_view bytes);
 
 }  // namespace dtlab

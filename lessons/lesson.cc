@@ -16,6 +16,8 @@
 #include <tuple>
 #include <utility>
 
+#include "core/file_io.h"
+
 namespace dtlab {
 
 namespace {
@@ -452,14 +454,8 @@ StatusOr<Lesson> ParseLesson(const std::string& text, const std::string& path) {
 }
 
 StatusOr<Lesson> LoadLesson(const std::string& path) {
-  std::error_code error;
-  if (!fs::exists(path, error)) return Status::NotFound("lesson file " + path + " does not exist");
-  if (fs::is_directory(path, error)) return Status::InvalidArgument(path + " is a directory, not a lesson file");
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (!file) return Status::IOError(path + ": cannot read");
-  return ParseLesson(text.str(), path);
+  DTLAB_ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, kMaxTextFileBytes, "lesson file"));
+  return ParseLesson(text, path);
 }
 
 namespace {

@@ -36,7 +36,10 @@ StatusOr<std::string> ResolveScenarioPath(const std::string& name_or_path) {
 std::vector<CatalogEntry> ListBuiltinScenarios() {
   std::vector<CatalogEntry> entries;
   std::error_code ec;
-  for (const auto& file : std::filesystem::directory_iterator(ScenariosDirectory(), ec)) {
+  // The error_code overloads throughout: an unreadable entry ends the listing, it
+  // never throws (operator++ of a range-for would).
+  for (std::filesystem::directory_iterator it(ScenariosDirectory(), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::directory_entry& file = *it;
     if (file.path().extension() != ".toml") continue;
     CatalogEntry entry;
     entry.path = file.path().string();

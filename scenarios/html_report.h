@@ -4,7 +4,7 @@
 // A page is built from blocks (headings, paragraphs, tables, preformatted text and
 // plots) and rendered to one HTML string with no external resource: no script or
 // style sheet is fetched, every plot is an inline <svg>, so the file can be mailed
-// or opened offline (write it with WriteFileAtomically, core/safetensors.h). Text is
+// or opened offline (write it with WriteFileAtomically, core/file_io.h). Text is
 // HTML-escaped; numbers are printed with a fixed precision, so the same input gives
 // the same bytes (golden tests rely on it). Plots use a colour-blind-safe palette
 // (Okabe-Ito); non-finite or unplottable values are left out, never printed as NaN.

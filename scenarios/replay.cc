@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.h"
+#include "core/text.h"
 #include "sim/collectives.h"
 #include "sim/cuda/cuda_backend.h"
 #include "sim/device_backend.h"
@@ -76,27 +78,20 @@ json RecordJson(const std::string& scenario, const ReplayOptions& options, const
 }
 
 Status WriteRecord(const std::string& path, const json& record) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    if (!out) return Status::IOError("--record: cannot write " + path);
-    out << record.dump(1) << "\n";
-    out.flush();
-    if (!out) return Status::IOError("--record: cannot write " + path + " (disk full?)");
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return Status::IOError("--record: cannot write " + path);
-  }
-  return Status::Ok();
+  // A scenario given as a path that is not UTF-8 shows as U+FFFD, not an exception.
+  const std::string text = record.dump(1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
+  return WriteFileAtomically(path, text + "\n").WithContext("--record: cannot write " + path);
 }
 
 StatusOr<Side> ReadRecord(const std::string& path, const std::string& scenario, const ReplayOptions& options) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("--against: cannot read " + path);
+  StatusOr<std::string> text = ReadRegularFile(path, kMaxTextFileBytes, "replay record");
+  if (!text.ok()) return text.status().WithContext("--against: cannot read " + path);
   const std::string where = "--against " + path + ": ";
+  // A record nests 6 levels (runs, a run, its steps, a step, its digests).
+  if (const std::string error = JsonNestingError(*text, 8); !error.empty())
+    return Status::Corruption(where + "not a replay record: it " + error + "; record it again");
   try {
-    const json record = json::parse(in);
+    const json record = json::parse(*text);
     if (!record.is_object() || record.value("format", "") != kRecordFormat)
       return Status::InvalidArgument(where + "not a replay record (write one with dtlab replay SCENARIO --backend cpu "
                                              "--record FILE)");
@@ -115,8 +110,8 @@ StatusOr<Side> ReadRecord(const std::string& path, const std::string& scenario, 
                                      record.value("set", json::array()).dump() + "); use the same");
     Side side;
     for (const json& run : record.at("runs")) {
-      side.names.push_back(run.at("name").get<std::string>());
-      side.statuses.push_back(run.at("status").get<std::string>());
+      side.names.push_back(EscapeControl(run.at("name").get<std::string>()));
+      side.statuses.push_back(EscapeControl(run.at("status").get<std::string>()));
       std::vector<StepMetrics> steps;
       for (const json& s : run.at("steps")) {
         StepMetrics m;
@@ -244,6 +239,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
     return Status::InvalidArgument("--backend cpu --math fast compares nothing: fast mode checks a device against the "
                                    "CPU's exact gradient; pick --backend emulated or cuda");
   DTLAB_RETURN_IF_ERROR(ComputeBackendFactory(options.backend, options.devices, options.streams, 1).status());
+  // A record aimed at a device, a FIFO or a directory is refused now, not after the run.
+  if (!options.record.empty()) DTLAB_RETURN_IF_ERROR(ResolveOutputPath(options.record, "--record").status());
   ReplayResult result;
   result.scenario = scenario_name;
   result.math = options.math;

@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "core/checked_number.h"
+#include "core/file_io.h"
 #include "core/model.h"
 #include "core/text.h"
 #include "sim/strategy.h"
@@ -472,6 +473,38 @@ const std::vector<std::pair<std::string, std::string>>& ScenarioValueNames() {
   return kNames;
 }
 
+Status CheckRunName(std::string_view name) {
+  const std::string rule = std::string("a run name becomes a directory name, so it may only use letters, digits, ") +
+                           "'.', '_' and '-', at most " + std::to_string(kMaxRunNameLength) +
+                           " characters, and may not be '.' or '..'";
+  std::string shown(name.substr(0, kMaxRunNameLength));
+  if (name.size() > kMaxRunNameLength) shown += "...";
+  for (char& s : shown)  // the name is quoted in a message: no control bytes
+    if (static_cast<unsigned char>(s) < 0x20 || static_cast<unsigned char>(s) >= 0x7f) s = '?';
+  if (name.empty()) return Status::InvalidArgument("a run name is empty; " + rule);
+  if (name.size() > kMaxRunNameLength)
+    return Status::InvalidArgument("run name '" + shown + "' is " + std::to_string(name.size()) +
+                                   " characters long; " + rule);
+  if (name == "." || name == "..") return Status::InvalidArgument("run name '" + shown + "' is not allowed; " + rule);
+  for (const char c : name) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                         c == '_' || c == '-';
+    if (!allowed) {
+      const auto byte = static_cast<unsigned char>(c);
+      const std::string what = byte == '/' ? "'/' (a path separator)"
+                               : byte >= 0x21 && byte < 0x7f ? "'" + std::string(1, c) + "'"
+                                                             : "byte " + std::to_string(byte);
+      return Status::InvalidArgument("run name '" + shown + "' contains " + what + "; " + rule);
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> RunDirectory(const std::string& parent, const std::string& run_name) {
+  DTLAB_RETURN_IF_ERROR(CheckRunName(run_name));
+  return parent + "/" + run_name;
+}
+
 StatusOr<LossScalingCode> BuiltinLossCode(std::string_view name) {
   if (name == "correct") return TfCorrectScaling();
   if (name == "per-replica-mean") return PerReplicaMeanScaling();
@@ -536,6 +569,10 @@ StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path,
       r.StringList("set", run.sets);
       r.String("resume_from", run.resume_from);
       if (status.ok() && run.name.empty()) r.FailHere("a [[variant]] needs a name");
+      if (status.ok()) {
+        const Status name_ok = CheckRunName(run.name);
+        if (!name_ok.ok()) r.Fail(*t.get("name"), "[[variant]] name: " + name_ok.message());
+      }
       if (status.ok() && names.count(run.name)) r.FailHere("two runs are named '" + run.name + "'");
       if (status.ok() && !run.resume_from.empty() && !names.count(run.resume_from))
         r.Fail(*t.get("resume_from"), "resume_from '" + run.resume_from + "' names no earlier run");
@@ -564,11 +601,8 @@ StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path,
 }
 
 StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector<std::string>& sets) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read scenario file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseScenario(text.str(), path, sets);
+  DTLAB_ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, kMaxTextFileBytes, "scenario file"));
+  return ParseScenario(text, path, sets);
 }
 
 }  // namespace dtlab

@@ -96,6 +96,19 @@ struct Scenario {
   std::vector<std::string> summary;    // scenarios to summarize after this one (the flagship's pitfalls)
 };
 
+/// The longest run name CheckRunName allows.
+inline constexpr std::size_t kMaxRunNameLength = 64;
+
+/// Run names are names, never paths: a run's name becomes a directory name (its
+/// checkpoints while the scenario runs, its TensorBoard folder). OK when `name`
+/// is 1 to kMaxRunNameLength characters of [A-Za-z0-9._-] and not "." or "..";
+/// otherwise InvalidArgument saying which rule it breaks.
+Status CheckRunName(std::string_view name);
+
+/// `parent/name` for a run's own directory, after CheckRunName: so whatever a
+/// scenario says, a run's outputs stay directly under `parent`.
+StatusOr<std::string> RunDirectory(const std::string& parent, const std::string& run_name);
+
 /// Parses scenario text; `path` names it in errors (and resolves relative data dirs).
 StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path,
                                  const std::vector<std::string>& sets = {});

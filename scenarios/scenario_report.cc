@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/safetensors.h"
+#include "core/file_io.h"
 #include "core/text.h"
 #include "scenarios/tensorboard_writer.h"
 #include "sim/strategy.h"
@@ -234,7 +234,8 @@ Status WriteStepCsv(const ScenarioResult& result, const std::string& path) {
 
 Status WriteTensorBoard(const ScenarioResult& result, const std::string& directory) {
   for (const auto& r : result.runs) {
-    DTLAB_ASSIGN_OR_RETURN(auto writer, TensorBoardWriter::Open(directory + "/" + r.name));
+    DTLAB_ASSIGN_OR_RETURN(const std::string run_directory, RunDirectory(directory, r.name));
+    DTLAB_ASSIGN_OR_RETURN(auto writer, TensorBoardWriter::Open(run_directory));
     for (const auto& m : r.steps) {
       DTLAB_RETURN_IF_ERROR(writer->AddScalar("train/loss", m.step, m.loss));
       DTLAB_RETURN_IF_ERROR(writer->AddScalar("train/accuracy", m.step, m.accuracy));

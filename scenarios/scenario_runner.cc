@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -363,14 +365,28 @@ double RunResult::Value(const std::string& name) const {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+StatusOr<std::map<std::string, std::string>> CheckpointDirectories(const Scenario& scenario,
+                                                                   const std::string& work) {
+  std::map<std::string, std::string> directories;
+  for (const auto& run : scenario.runs) {
+    if (run.resume_from.empty()) continue;
+    for (const std::string* name : {&run.resume_from, &run.name}) {
+      StatusOr<std::string> directory = RunDirectory(work, *name);
+      if (!directory.ok()) return directory.status().WithContext(scenario.path);
+      directories[*name] = *directory;
+    }
+  }
+  return directories;
+}
+
 StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const ScenarioRunOptions& options) {
   ScenarioResult result;
   result.scenario = &scenario;
   DataCache data(options.datasets_root);
-  // Checkpoint directories, only for runs that another run resumes from (or that resume).
-  std::set<std::string> checkpointed;
-  for (const auto& run : scenario.runs)
-    if (!run.resume_from.empty()) checkpointed.insert(run.resume_from), checkpointed.insert(run.name);
+  // Checkpoint directories, only for runs that another run resumes from (or that
+  // resume): the names are checked before anything is created.
+  DTLAB_ASSIGN_OR_RETURN(const auto placeholders, CheckpointDirectories(scenario, "WORK"));
+  std::map<std::string, std::string> checkpointed;
   std::filesystem::path work;
   struct Cleanup {
     std::filesystem::path* dir;
@@ -379,10 +395,16 @@ StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const ScenarioRun
       if (!dir->empty()) std::filesystem::remove_all(*dir, ec);
     }
   } cleanup{&work};
-  if (!checkpointed.empty()) {
-    std::string pattern = (std::filesystem::temp_directory_path() / "dtlab-scenario-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) return Status::IOError("cannot create a temporary directory for checkpoints");
+  if (!placeholders.empty()) {
+    std::error_code ec;  // TMPDIR may name no directory: the error_code overload, and /tmp then
+    std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
+    if (ec) temp = "/tmp";
+    std::string pattern = (temp / "dtlab-scenario-XXXXXX").string();
+    if (!::mkdtemp(pattern.data()))
+      return Status::IOError("cannot create a temporary directory for checkpoints in " + temp.string() + ": " +
+                             std::strerror(errno) + " (set TMPDIR to a writable directory)");
     work = pattern;
+    DTLAB_ASSIGN_OR_RETURN(checkpointed, CheckpointDirectories(scenario, work.string()));
   }
 
   for (std::size_t i = 0; i < scenario.runs.size(); ++i) {
@@ -394,11 +416,11 @@ StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const ScenarioRun
     DTLAB_ASSIGN_OR_RETURN(const TrainTestData* d, data.Get(run.data));
     TrainConfig config = run.config;
     if (checkpointed.count(run.name)) {
-      config.checkpoint_dir = (work / run.name).string();
+      config.checkpoint_dir = checkpointed.at(run.name);
       config.max_to_keep = 0;
       if (!run.resume_from.empty()) {
         std::error_code ec;
-        std::filesystem::copy(work / run.resume_from, config.checkpoint_dir,
+        std::filesystem::copy(checkpointed.at(run.resume_from), config.checkpoint_dir,
                               std::filesystem::copy_options::recursive, ec);
         if (ec) return Status::IOError("cannot copy the checkpoint of run '" + run.resume_from + "': " + ec.message());
       }

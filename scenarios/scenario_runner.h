@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,13 @@ struct ScenarioRunOptions {
   std::function<void(TrainConfig&)> adjust_config;
   bool record_digests = false;  // fill StepMetrics' digests
 };
+
+/// The checkpoint directory of every run that needs one (one another run resumes
+/// from, or one that resumes), by run name: RunDirectory(work, name), so always
+/// directly under `work` (the fuzzer, fuzz/scenario_fuzz.cc, holds it to that).
+/// InvalidArgument naming the file when a name breaks CheckRunName.
+StatusOr<std::map<std::string, std::string>> CheckpointDirectories(const Scenario& scenario,
+                                                                   const std::string& work);
 
 /// Runs every run and check of `scenario`. Errors: data that cannot be loaded
 /// (NotFound, Corruption), a checkpoint directory that cannot be made (IOError).

@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "core/safetensors.h"  // WriteFileAtomically
+#include "core/file_io.h"  // WriteFileAtomically
 
 namespace dtlab {
 

@@ -1,5 +1,7 @@
 #include "sim/trainer.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -18,6 +20,7 @@
 #include "core/checked_number.h"
 #include "core/checkpoint_manager.h"
 #include "core/dataset.h"
+#include "core/file_io.h"
 #include "core/loss.h"
 #include "core/text.h"
 #include "core/training_state.h"
@@ -259,20 +262,21 @@ TestMetrics EvaluateTestSet(BatchRunner& runner, const ParameterList<float>& par
   return {math == MathMode::kExact ? exact_loss.Result() : loss.Result(), accuracy.Result(), test.count};
 }
 
+std::string MetricsCsvPath(const std::string& directory) { return directory + "/metrics.csv"; }
+
+// Appends one epoch's line to metrics.csv, with the header when the file is new
+// or empty. A metrics.csv that is not a regular file (a FIFO, a device, a symlink
+// loop) is refused before training starts (Train), so no work is lost to it.
 Status AppendMetricsCsv(const std::string& directory, const EpochReport& r) {
-  const std::string path = directory + "/metrics.csv";
-  const bool fresh = !std::filesystem::exists(path);
-  std::ofstream out(path, std::ios::app);
-  if (!out) return Status::IOError("cannot append to " + path);
-  if (fresh) out << "epoch,learning_rate,train_loss,train_accuracy,test_loss,test_accuracy,seconds,steps\n";
   char line[256];
   std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%.3f,%lld\n", static_cast<long long>(r.epoch),
                 r.learning_rate, r.train_loss, r.train_accuracy, r.test_loss, r.test_accuracy, r.seconds,
                 static_cast<long long>(r.steps));
-  out << line;
-  out.flush();
-  if (!out) return Status::IOError("cannot write " + path);
-  return Status::Ok();
+  const std::string header = "epoch,learning_rate,train_loss,train_accuracy,test_loss,test_accuracy,seconds,steps\n";
+  const std::string path = MetricsCsvPath(directory);
+  struct stat info;
+  const bool fresh = ::stat(path.c_str(), &info) != 0 || info.st_size == 0;
+  return AppendToRegularFile(path, fresh ? header + line : std::string(line), "metrics file");
 }
 
 // --dump-step: the weights before the step, its global batch and its gradients.
@@ -518,8 +522,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   DTLAB_RETURN_IF_ERROR(CheckStepsReachable(config, train.count));
   DTLAB_RETURN_IF_ERROR(CheckFitsInMemory(config, *model, train));
   // Output paths are checked before training, not discovered unwritable at its end.
-  if (!config.trace_path.empty() && !std::ofstream(config.trace_path))
-    return Status::IOError("cannot write --trace " + config.trace_path + ": " + std::strerror(errno));
+  if (!config.trace_path.empty()) DTLAB_RETURN_IF_ERROR(CheckOutputPath(config.trace_path, "--trace"));
   if (!config.dump_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(config.dump_dir, ec);
@@ -582,6 +585,20 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   if (!config.checkpoint_dir.empty()) {
     manager.emplace(config.checkpoint_dir, config.max_to_keep);
     if (report.resumed_from_step < 0) DTLAB_RETURN_IF_ERROR(restore(*manager, "--checkpoint-dir"));
+  }
+  // One writer per directory: a second training into it is refused here, before
+  // it could sweep away the first one's temporary files (core/checkpoint_manager.h).
+  // Taken after the restore (which only reads), so a refused resume or a bad
+  // metrics.csv leaves nothing behind, not even a lock file.
+  std::vector<ExclusiveFileLock> writer_locks;
+  if (chief) {
+    if (!config.checkpoint_dir.empty())
+      DTLAB_RETURN_IF_ERROR(CheckAppendPath(MetricsCsvPath(config.checkpoint_dir), "metrics file"));
+    for (const std::string& dir : {config.checkpoint_dir, backup_chief_dir}) {
+      if (dir.empty()) continue;
+      DTLAB_ASSIGN_OR_RETURN(ExclusiveFileLock lock, CheckpointManager(dir, 0).LockForWriting());
+      writer_locks.push_back(std::move(lock));
+    }
   }
   if (group != nullptr) {
     // Every worker must resume from the same step (or none).

@@ -20,4 +20,7 @@ echo "$cases cases"
 CHECKS=$((CHECKS + 1))
 if find "$CORPUS/files" -name '*.tmp-*' | grep -q .; then fail "a temporary file was left in the corpus"; fi
 CHECKS=$((CHECKS + 1))
+# A refused training writes nothing, not even its writer lock (core/checkpoint_manager.h).
+if find "$CORPUS/files" -name '.dtlab.lock' | grep -q .; then fail "a lock file was left in the corpus"; fi
+CHECKS=$((CHECKS + 1))
 finish

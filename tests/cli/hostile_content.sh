@@ -55,6 +55,11 @@ CHECKS=$((CHECKS + 1))
 TF_CONFIG=$(python3 -c "print('[' * 50000 + ']' * 50000)") "$DTLAB" cluster >deep_tf.out 2>deep_tf.err
 [ $? = 2 ] && grep -qF "TF_CONFIG nests deeper than 8 levels" deep_tf.err || fail "deep TF_CONFIG: $(head -c 300 deep_tf.err)"
 
+# A replay record nested 50 000 deep (--against): refused before parsing.
+python3 -c "print('{\"runs\": ' + '[' * 50000 + ']' * 50000 + '}')" >deep_record.json
+expect_exit 2 deep_record -- "$DTLAB" replay mean-metric-trap --backend emulated --against deep_record.json
+expect_contains deep_record err "nests deeper than 8 levels"
+
 # Control characters in a scenario: NUL, ESC, BEL, CR and U+202E (a TOML escape
 # each) are shown escaped; the verdict table is all there.
 sed -e 's/^title = "/title = "NUL\\u0000 ESC\\u001b[31m BEL\\u0007 CR\\r RLO\\u202e /' \

@@ -397,8 +397,10 @@ TEST(SafetensorsFileIoTest, ReadErrors) {
   const fs::path dir = ::dtlab::testing::FreshTestDirectory();
   StatusOr<SafetensorsFile> missing = ReadSafetensorsFile((dir / "absent").string());
   EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
+  // A directory is not a regular file: refused before reading (core/file_io.h).
   StatusOr<SafetensorsFile> directory = ReadSafetensorsFile(dir.string());
-  EXPECT_EQ(directory.status().code(), Status::Code::kIOError);
+  EXPECT_EQ(directory.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(directory.status().message().find("is a directory"), std::string::npos) << directory.status().message();
   const std::string garbage = (dir / "garbage").string();
   ASSERT_TRUE(WriteFileAtomically(garbage, "not a safetensors file").ok());
   StatusOr<SafetensorsFile> corrupt = ReadSafetensorsFile(garbage);
@@ -414,11 +416,11 @@ TEST(SafetensorsFileIoTest, FailedWriteLeavesNothingBehind) {
   EXPECT_NE(status.message().find(path), std::string::npos) << status.message();
   EXPECT_NE(status.message().find(std::strerror(ENOENT)), std::string::npos) << status.message();
 
-  // Renaming onto a directory fails after the temporary file was written.
+  // A directory is never replaced: refused before a temporary file is written.
   const fs::path target = dir / "occupied";
   fs::create_directories(target / "child");
   status = WriteFileAtomically(target.string(), "abc");
-  EXPECT_EQ(status.code(), Status::Code::kIOError);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir)) ++files;
   EXPECT_EQ(files, 1u) << "the temporary file must be removed";
