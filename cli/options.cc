@@ -109,8 +109,16 @@ StatusOr<bool> ParseCommandLine(const std::string& command, const po::options_de
     po::notify(values);
   } catch (po::error_with_option_name& e) {
     const std::string message = SafeWhat(e);
-    if (dynamic_cast<const po::unknown_option*>(&e) != nullptr)
-      return Status::InvalidArgument(message + " (options are spelled in full; abbreviations are not accepted)");
+    if (dynamic_cast<const po::unknown_option*>(&e) != nullptr) {
+      // A typo should name what was meant: the options this one abbreviates.
+      std::string given = e.get_option_name();
+      given.erase(0, given.find_first_not_of('-'));
+      std::vector<std::string> meant;
+      for (const auto& option : all.options())
+        if (!given.empty() && option->long_name().starts_with(given)) meant.push_back("--" + option->long_name());
+      const std::string hint = meant.empty() ? "" : "did you mean " + JoinText(meant, " or ") + "? ";
+      return Status::InvalidArgument(message + " (" + hint + "options are spelled in full; abbreviations are not accepted)");
+    }
     return Status::InvalidArgument(message);
   } catch (const po::error& e) {
     return Status::InvalidArgument(e.what());
