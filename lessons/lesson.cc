@@ -493,7 +493,9 @@ StatusOr<std::vector<Lesson>> LoadLessonDirectory(const std::string& dir) {
 
 StatusOr<Lesson> FindLesson(const std::string& dir, const std::string& name) {
   std::error_code error;
-  if ((name.ends_with(".md") || name.find('/') != std::string::npos) && fs::is_regular_file(name, error)) {
+  // A path that exists goes to the reader even when it is not a regular file, so
+  // that a FIFO or a device is named as such ("is a FIFO, not a regular file").
+  if ((name.ends_with(".md") || name.find('/') != std::string::npos) && fs::exists(name, error)) {
     return LoadLesson(name);
   }
   const fs::path file = fs::path(dir) / (name + ".md");

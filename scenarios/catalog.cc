@@ -22,7 +22,13 @@ std::string LessonsDirectory() { return FromEnvironment("DTLAB_LESSONS_DIR", DTL
 
 StatusOr<std::string> ResolveScenarioPath(const std::string& name_or_path) {
   std::error_code ec;
-  if (std::filesystem::is_regular_file(name_or_path, ec)) return name_or_path;
+  // A path that exists goes to the reader even when it is not a regular file, so
+  // that a FIFO or a device is named as such ("is a FIFO, not a regular file").
+  if (name_or_path.ends_with(".toml") || name_or_path.find('/') != std::string::npos) {
+    if (std::filesystem::exists(name_or_path, ec)) return name_or_path;
+  } else if (std::filesystem::is_regular_file(name_or_path, ec)) {
+    return name_or_path;
+  }
   std::string name = name_or_path;
   if (name.size() > 5 && name.ends_with(".toml")) name.resize(name.size() - 5);
   const std::string builtin = ScenariosDirectory() + "/" + name + ".toml";

@@ -95,7 +95,14 @@ expect_char_device /dev/zero
 # Scenario, lesson, replay record and data set files that are FIFOs or devices.
 mkfifo "$WORK/fifo.toml" "$WORK/fifo.md" "$WORK/fifo.json"
 expect_exit 2 scenario_fifo -- dt run "$WORK/fifo.toml" --no-progress
+expect_contains scenario_fifo err "fifo.toml is a FIFO, not a regular file"
 expect_exit 2 lesson_fifo -- dt lesson "$WORK/fifo.md"
+expect_contains lesson_fifo err "fifo.md is a FIFO, not a regular file"
+expect_exit 2 scenario_device -- dt run /dev/null --no-progress
+expect_contains scenario_device err "/dev/null is a character device, not a regular file"
+mkdir -p "$WORK/directory.toml"
+expect_exit 2 scenario_directory -- dt run "$WORK/directory.toml" --no-progress
+expect_contains scenario_directory err "directory.toml is a directory, not a regular file"
 expect_exit 2 record_fifo -- dt replay short-final-batch --backend emulated --against "$WORK/fifo.json"
 expect_contains record_fifo err "replay record $WORK/fifo.json is a FIFO"
 expect_exit 2 record_device -- dt replay short-final-batch --backend emulated --against /dev/zero
