@@ -83,6 +83,16 @@ std::string FileTypePhrase(unsigned st_mode) {
   }
 }
 
+namespace {
+
+// The error for a file to append to that is a symlink loop.
+Status AppendLoop(const std::string& named) {
+  return Status::IOError("cannot append to " + named +
+                         ": too many levels of symbolic links (a symlink loop?); remove it or make it a regular file");
+}
+
+}  // namespace
+
 StatusOr<UniqueFd> OpenRegularFile(const std::string& path, std::size_t max_bytes, std::string_view what) {
   const std::string named = std::string(what) + " " + path;
   // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for
@@ -189,11 +199,7 @@ Status CheckAppendPath(const std::string& path, std::string_view what) {
   if (::stat(path.c_str(), &info) != 0) {
     const int error = errno;
     if (error == ENOENT) return Status::Ok();  // created by the first append
-    if (error == ELOOP) {
-      return Status::IOError("cannot append to " + named +
-                             ": too many levels of symbolic links (a symlink loop?); remove it or make it a "
-                             "regular file");
-    }
+    if (error == ELOOP) return AppendLoop(named);
     return Status::IOError("cannot append to " + named + ": " + ErrnoText(error));
   }
   if (!S_ISREG(info.st_mode)) {
@@ -243,11 +249,7 @@ Status AppendToRegularFile(const std::string& path, std::string_view bytes, std:
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644));
   if (fd.get() < 0) {
     const int error = errno;
-    if (error == ELOOP) {
-      return Status::IOError("cannot append to " + named +
-                             ": too many levels of symbolic links (a symlink loop?); remove it or make it a "
-                             "regular file");
-    }
+    if (error == ELOOP) return AppendLoop(named);
     if (error == ENXIO) {
       return Status::InvalidArgument(named + " is a FIFO or a device, not a regular file; remove it");
     }

@@ -42,7 +42,19 @@ class TableReader {
     const toml::node* node = Find(key);
     if (!node) return;
     if (!node->is_string()) return WrongType(*node, key, "a string");
-    out = EscapeControl(node->as_string()->get(), /*keep_line_breaks=*/true);
+    out = node->as_string()->get();
+  }
+  // Text the scenario shows (a title, a description): its control characters
+  // escaped (EscapeControl), so that none acts on the terminal. Values (paths,
+  // names, overrides) stay as written: they are checked where they are used, and
+  // an error quoting one is escaped by the command.
+  void Text(std::string_view key, std::string& out) {
+    String(key, out);
+    out = EscapeControl(out, /*keep_line_breaks=*/true);
+  }
+  void TextList(std::string_view key, std::vector<std::string>& out) {
+    StringList(key, out);
+    for (std::string& text : out) text = EscapeControl(text, /*keep_line_breaks=*/true);
   }
   template <typename Int>
   void Integer(std::string_view key, Int& out, std::int64_t min, std::int64_t max) {
@@ -94,7 +106,7 @@ class TableReader {
     out.clear();
     for (const toml::node& item : *node->as_array()) {
       if (!item.is_string()) return WrongType(item, key, "a list of strings");
-      out.push_back(EscapeControl(item.as_string()->get(), /*keep_line_breaks=*/true));
+      out.push_back(item.as_string()->get());
     }
   }
   void RealList(std::string_view key, std::vector<double>& out) {
@@ -328,7 +340,7 @@ void ReadCheck(const toml::table& t, const std::string& path, const std::set<std
   std::string kind, expect;
   r.String("kind", kind);
   r.String("expect", expect);
-  r.String("label", check.label);
+  r.Text("label", check.label);
   if (!r.ok()) return;
   static const std::vector<std::pair<std::string, ScenarioCheckKind>> kKinds = {
       {"reference", ScenarioCheckKind::kReference}, {"bitwise_equal", ScenarioCheckKind::kBitwiseEqual},
@@ -532,10 +544,10 @@ StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path,
   Scenario scenario;
   scenario.path = path;
   scenario.name = std::filesystem::path(path).stem().string();
-  top.String("title", scenario.title);
-  top.String("description", scenario.description);
-  top.String("headline", scenario.headline);
-  top.StringList("summary", scenario.summary);
+  top.Text("title", scenario.title);
+  top.Text("description", scenario.description);
+  top.Text("headline", scenario.headline);
+  top.TextList("summary", scenario.summary);
   if (status.ok() && scenario.title.empty()) top.FailHere("a scenario needs a title = \"...\" at the top");
   DTLAB_RETURN_IF_ERROR(status);
 
@@ -565,7 +577,7 @@ StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path,
       r.AllowOnly({"name", "description", "set", "resume_from"});
       ScenarioRun run;
       r.String("name", run.name);
-      r.String("description", run.description);
+      r.Text("description", run.description);
       r.StringList("set", run.sets);
       r.String("resume_from", run.resume_from);
       if (status.ok() && run.name.empty()) r.FailHere("a [[variant]] needs a name");

@@ -71,5 +71,19 @@ TEST(RunNameTest, CheckpointDirectoriesStayUnderTheWorkDirectory) {
   EXPECT_EQ(RunDirectory("/tb", "/abs").status().code(), Status::Code::kInvalidArgument);
 }
 
+// Issue 19: the text a scenario shows is escaped when it is read; a value it uses
+// (a data directory) is kept as written, or a path with such a character could
+// never be opened.
+TEST(ScenarioText, DisplayTextIsEscapedAndValuesAreKept) {
+  std::string text = kBase;
+  text.replace(text.find("title = \"t\""), 11, "title = \"t\\u001b[2J\\u202e\"");
+  text.replace(text.find("source = \"synthetic\""), 20, "source = \"data\\u202edir\"");
+  StatusOr<Scenario> scenario = ParseScenario(text, "s.toml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status().ToString();
+  EXPECT_EQ(scenario->title, "t\\x1b[2J\\u202e");
+  ASSERT_FALSE(scenario->runs.empty());
+  EXPECT_EQ(scenario->runs[0].data.source, "data\xe2\x80\xae" "dir");
+}
+
 }  // namespace
 }  // namespace dtlab
