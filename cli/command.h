@@ -1,5 +1,5 @@
 // The dtlab command's subcommands. Each takes its arguments (after the subcommand
-// name) and returns the process exit code (DESIGN.md: 0 ok, 1 a check failed,
+// name) and returns the process exit code (docs/architecture.md, "The command": 0 ok, 1 a check failed,
 // 2 usage or input error, 3 runtime fault). Commands parse options and call the
 // library; they compute nothing themselves.
 #pragma once

@@ -21,7 +21,7 @@ Start here: 'dtlab run flagship' (4 replicas on Fashion-MNIST against the one-de
 reference, then the classic pitfalls), 'dtlab list', 'dtlab lesson loss-scaling'.
 
 Commands:
-  train    train a model on one device (Fashion-MNIST by default), with checkpoints
+  train    train a model on one device or a virtual cluster (Fashion-MNIST by default), with checkpoints
   eval     evaluate the latest checkpoint of a training run on the test set
   run      run a scenario (a TOML file or a built-in name) and print its verdicts
   list     list the built-in scenarios and lessons

@@ -1,5 +1,5 @@
 // Numbers read from text, files or flags, checked in their real type before use
-// (DESIGN.md, "integers range-checked before any narrowing"). One helper for every
+// (docs/architecture.md, "Habits": integers range-checked before any narrowing). One helper for every
 // integer field: fault specs, scenario and lesson keys, command-line options.
 //
 // Thread safety: pure functions.
@@ -22,7 +22,13 @@ namespace dtlab {
 /// "[min, max]" written out, e.g. "[0, 2147483647]".
 template <std::integral Int>
 std::string IntegerRangeText(Int min, Int max) {
-  return "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) about "[" + std::string&&.
+  std::string text = "[";
+  text += std::to_string(min);
+  text += ", ";
+  text += std::to_string(max);
+  text += "]";
+  return text;
 }
 
 /// Parses the whole of `text` (decimal digits, an optional leading '-' or '+') into

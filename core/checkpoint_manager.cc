@@ -10,6 +10,8 @@
 #include <system_error>
 #include <utility>
 
+#include "core/text.h"
+
 namespace dtlab {
 
 namespace {
@@ -51,13 +53,6 @@ StatusOr<std::optional<std::string>> ReadTextFile(const std::string& path) {
   if (text.status().code() == Status::Code::kNotFound) return std::optional<std::string>();
   if (!text.ok()) return text.status();
   return std::optional<std::string>(std::move(text).value());
-}
-
-std::string_view Trim(std::string_view text) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  return text;
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ class Layer {
   /// If `param_grad_magnitudes` is not empty, also writes, for every parameter
   /// element, the sum of the absolute values of the terms its gradient sums over
   /// the batch (|A|^T |dz| for a kernel, sum |dz| for a bias): the sum|x_i| of the
-  /// floating-point error bound of that reduction (DESIGN.md, "Exact reference math").
+  /// floating-point error bound of that reduction (docs/architecture.md, "Exact reference math").
   /// In float each gradient element is one fixed-order chain over the batch's rows.
   virtual void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
                         Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,

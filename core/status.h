@@ -1,7 +1,7 @@
 // Status and StatusOr: how every module of dtlab reports failure.
 //
 // A Status is cheap when OK. Its code decides the process exit code at the command
-// line (DESIGN.md, "The command"): kInvalidArgument, kNotFound and kCorruption are
+// line (docs/architecture.md, "The command"): kInvalidArgument, kNotFound and kCorruption are
 // usage or input errors (exit 2); kIOError is an input error too (exit 2), and
 // kRuntime is a runtime fault (exit 3). Library code never calls exit(); it returns
 // a Status and lets cli/ decide.
@@ -46,7 +46,7 @@ class Status {
   std::string message_;
 };
 
-/// The process exit code for a status (DESIGN.md): 0 ok, 2 usage/input, 3 runtime.
+/// The process exit code for a status (docs/architecture.md, "The command"): 0 ok, 2 usage/input, 3 runtime.
 int ExitCodeFor(const Status& status);
 
 /// Either a value or a non-OK Status.

@@ -23,6 +23,14 @@ std::string JoinText(const Range& range, std::string_view separator) {
   return JoinText(range, separator, [](const auto& item) { return std::string(item); });
 }
 
+/// `text` without the spaces, tabs, carriage returns and line feeds at its ends.
+inline std::string_view Trim(std::string_view text) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
 /// Text from a file, fit for a terminal, a table or JSON: valid UTF-8 with nothing
 /// that could act on the terminal or reorder what it shows. Control characters
 /// (C0 but, with `keep_line_breaks`, newline and tab; DEL; C1), the bidirectional

@@ -41,13 +41,6 @@ Status Error(const std::string& path, int line, const std::string& what) {
   return Status::InvalidArgument(path + ":" + std::to_string(line) + ": " + what);
 }
 
-std::string_view Trim(std::string_view text) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  return text;
-}
-
 std::string Lower(std::string_view text) {
   std::string out(text);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

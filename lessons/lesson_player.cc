@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/text.h"
 #include "scenarios/html_report.h"
 
 namespace dtlab {
@@ -27,12 +28,6 @@ constexpr const char* kReset = "\033[0m";
 
 Status Error(const std::string& path, int line, const std::string& what) {
   return Status::InvalidArgument(path + ":" + std::to_string(line) + ": " + what);
-}
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\r')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) text.remove_suffix(1);
-  return text;
 }
 
 std::string Format(const char* format, double value) {

@@ -112,8 +112,7 @@ std::string FormatVerdictCount(const ScenarioResult& result) {
   return std::to_string(as_expected) + " of " + std::to_string(result.verdicts.size()) + " checks as expected";
 }
 
-std::string FormatHeadline(const ScenarioResult& result) {
-  const std::string& text = result.scenario->headline;
+std::string FormatRunText(const ScenarioResult& result, const std::string& text, const std::string& default_run) {
   std::string out;
   std::size_t at = 0;
   while (at < text.size()) {
@@ -122,27 +121,31 @@ std::string FormatHeadline(const ScenarioResult& result) {
     out += text.substr(at, open - at);
     const std::string name = text.substr(open + 2, close - open - 2);
     const auto dot = name.find('.');
-    const std::string run = dot == std::string::npos ? "main" : name.substr(0, dot);
+    const std::string run = dot == std::string::npos ? default_run : name.substr(0, dot);
     const std::string value = dot == std::string::npos ? name : name.substr(dot + 1);
     double x = std::nan("");
     for (const auto& r : result.runs)
       if (r.name == run) x = r.Value(value);
-    out += std::isnan(x) ? text.substr(open, close + 2 - open) : Format("%.3g", x);
+    // Counts (replicas, steps, examples) as written; other values to 3 digits.
+    const bool count = x == std::round(x) && std::fabs(x) < 1e15;
+    out += std::isnan(x) ? text.substr(open, close + 2 - open) : Format(count ? "%.0f" : "%.3g", x);
     at = close + 2;
   }
   return out + text.substr(std::min(at, text.size()));
 }
 
+std::string FormatHeadline(const ScenarioResult& result) { return FormatRunText(result, result.scenario->headline); }
+
 std::string FormatScenarioText(const ScenarioResult& result, int width) {
   const Scenario& s = *result.scenario;
   std::string out = "Scenario " + s.name + ": " + s.title + "\n";
   if (!s.headline.empty()) out += "In one line: " + FormatHeadline(result) + "\n";
-  if (!s.description.empty()) out += Wrap(s.description, width, "");
+  if (!s.description.empty()) out += Wrap(FormatRunText(result, s.description), width, "");
   if (!result.runs.empty()) out += "\nRuns\n" + Table(RunRows(result), "  ");
   for (const auto& r : result.runs)
     if (!r.run->description.empty() || !r.run->sets.empty()) {
       std::string line = r.name + ":";
-      if (!r.run->description.empty()) line += " " + r.run->description;
+      if (!r.run->description.empty()) line += " " + FormatRunText(result, r.run->description, r.name);
       const std::string sets = JoinText(r.run->sets, ", ");
       if (!sets.empty()) line += " [" + sets + "]";
       if (!r.run->resume_from.empty()) line += " (resumes the checkpoint of " + r.run->resume_from + ")";
@@ -332,7 +335,7 @@ std::string RenderScenarioReport(const ScenarioResult& result) {
   const Scenario& s = *result.scenario;
   report::HtmlDocument page("dtlab scenario " + s.name + ": " + s.title);
   page.AddHeading(1, s.title);
-  if (!s.description.empty()) page.AddParagraph(s.description);
+  if (!s.description.empty()) page.AddParagraph(FormatRunText(result, s.description));
   page.AddHeading(2, "Verdicts");
   for (const auto& v : result.verdicts)
     page.AddVerdict(v.got, v.as_expected, v.label + " (expected " + v.expected + "): " + v.detail);

@@ -20,8 +20,13 @@ std::string FormatScenarioText(const ScenarioResult& result, int width = 100);
 /// One line per check: "as expected" or not, for summaries (the flagship).
 std::string FormatVerdictCount(const ScenarioResult& result);
 
-/// The scenario's headline with its {{value}} placeholders filled in (%.3g); a
-/// placeholder naming no value is left as written.
+/// `text` (a headline or a description) with its {{value}} and {{run.value}}
+/// placeholders filled in from the runs' named values (counts as whole numbers, other values %.3g); {{value}} reads
+/// `default_run`. A placeholder naming no value is left as written. So a
+/// description quotes the numbers of the run it describes, --set included.
+std::string FormatRunText(const ScenarioResult& result, const std::string& text,
+                          const std::string& default_run = "main");
+/// The scenario's headline, filled in (FormatRunText).
 std::string FormatHeadline(const ScenarioResult& result);
 
 /// Runs, values, per-step metrics and verdicts.

@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev doxygen
   clang libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh)
+  clang-format  # the C++ layout check (scripts/check-format.sh, .clang-format)
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
 )

@@ -10,7 +10,7 @@
 // one-device reference compute identical per-example values, and differ only in the
 // order of the sums over examples. A segment's gradient is the sum of its chunks'
 // partial gradients in chunk order. Nothing depends on the thread count, so results
-// are bit-identical for 1, 2 or 64 threads (DESIGN.md, "Replicas are not threads").
+// are bit-identical for 1, 2 or 64 threads (docs/architecture.md, "Replicas are not threads").
 //
 // Thread safety: one BatchRunner per concurrent caller; it owns its scratch memory.
 #pragma once

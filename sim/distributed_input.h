@@ -41,9 +41,8 @@
 //
 // Consequence worth knowing: for this dataset the default policy AUTO applies DATA,
 // so even one worker splits batches by the legacy rule; V2 shows only under OFF,
-// HINT or FILE (one worker). DESIGN.md and the distributed-input tutorial's prose
-// say otherwise; the tutorial's own examples match the source (see
-// docs/semantics.md).
+// HINT or FILE (one worker). The distributed-input tutorial's prose says
+// otherwise; its own examples match the source (see docs/semantics.md).
 //
 // Thread safety: a DistributedDataset is immutable after construction; const
 // methods may be called concurrently.

@@ -44,6 +44,11 @@ expect_contains wrong out "Verdict: 0 of 1 checks as expected -- this scenario d
 # --set changes a run; the verdicts follow.
 expect_exit 0 set -- "$DTLAB" run per-replica-mean --set cluster.replicas=2 --json
 check_json set "abs(d['runs'][0]['values']['gradient_ratio'] - 2) < 0.02"
+# The description quotes the numbers of the run it describes, --set included.
+expect_exit 0 set_text -- "$DTLAB" run per-replica-mean --set cluster.replicas=8 --no-progress --report "$WORK/r8.html"
+expect_contains set_text out "8 replicas, 8x."
+expect_contains set_text out "fixed: compute_average_loss(per_example_loss, global_batch_size=256)"
+grep -q "8 replicas, 8x." "$WORK/r8.html" || fail "the HTML report's description does not say 8 replicas, 8x"
 
 # dtlab list: every built-in scenario and lesson, with titles.
 expect_exit 0 list -- "$DTLAB" list
