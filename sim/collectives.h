@@ -50,8 +50,8 @@ struct CollectiveOptions {
 //    may leave gaps in the phase numbers of its record; the phase numbers of the
 //    messages that are sent are those of the full schedule.
 //  - options.log, when set, gets one record per call (MessageLog::Begin ... End),
-//    named "all_reduce/<algorithm>", "reduce", "broadcast", "all_gather" or
-//    "reduce_scatter"; its bytes_per_replica is the larger of a replica's buffers
+//    named "all_reduce/<name>" (AllReduceAlgorithm::name: the name the algorithm was
+//    chosen by), "reduce", "broadcast", "all_gather" or "reduce_scatter"; its bytes_per_replica is the larger of a replica's buffers
 //    (the output of AllGather, the input of ReduceScatter), as nccl-tests counts.
 //  - REQUIRES (checked by assert): MEAN only for float and double; root in [0, N);
 //    the buffer sizes named below; buffers of different replicas do not overlap.

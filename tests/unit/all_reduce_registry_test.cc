@@ -75,6 +75,19 @@ std::uint64_t Digest(AllReduceAlgorithm algorithm) {
   return DigestOneType<std::int64_t>(algorithm, h);
 }
 
+// The message log's record of one SUM all-reduce of `n` buffers of `count` ones.
+CollectiveRecord RecordOfOnes(AllReduceAlgorithm algorithm, std::int32_t n, std::int64_t count) {
+  std::vector<std::vector<double>> buffers(n, std::vector<double>(static_cast<std::size_t>(count), 1.0));
+  std::vector<std::span<double>> spans(buffers.begin(), buffers.end());
+  MessageLog log;
+  CollectiveOptions options;
+  options.algorithm = algorithm;
+  options.log = &log;
+  AllReduce<double>(std::span<const std::span<double>>(spans), ReduceOp::kSum, options);
+  EXPECT_EQ(log.collectives().size(), 1u);
+  return log.collectives().at(0);
+}
+
 TEST(AllReduceRegistry, EveryAlgorithmIsFoundByEachOfItsNamesInAnyCase) {
   std::set<std::string> names;
   for (const AllReduceAlgorithm algorithm : kAllReduceAlgorithms) {
@@ -125,17 +138,8 @@ TEST(AllReduceRegistry, TreeIsHalvingDoublingByItsOldName) {
   EXPECT_EQ(real->name(), "halving_doubling");
   EXPECT_EQ(Digest(*tree), Digest(*real));
   // The message log names the collective by the name the run chose.
-  for (const AllReduceAlgorithm algorithm : {*tree, *real}) {
-    std::vector<std::vector<float>> buffers(4, std::vector<float>(8, 1.0f));
-    std::vector<std::span<float>> spans(buffers.begin(), buffers.end());
-    MessageLog log;
-    CollectiveOptions options;
-    options.algorithm = algorithm;
-    options.log = &log;
-    AllReduce<float>(std::span<const std::span<float>>(spans), ReduceOp::kSum, options);
-    ASSERT_EQ(log.collectives().size(), 1u);
-    EXPECT_EQ(log.collectives()[0].name, "all_reduce/" + std::string(algorithm.name()));
-  }
+  for (const AllReduceAlgorithm algorithm : {*tree, *real})
+    EXPECT_EQ(RecordOfOnes(algorithm, 4, 8).name, "all_reduce/" + std::string(algorithm.name()));
 }
 
 TEST(AllReduceRegistry, TheDefaultIsTheRing) {
@@ -166,18 +170,10 @@ TEST(AllReduceRegistry, EveryAlgorithmMovesTheSameBitsAndMessagesAsBefore) {
 // which bounds what the algorithm really records.
 TEST(AllReduceRegistry, LogMessagesBoundsTheMessagesRecorded) {
   for (const AllReduceAlgorithm algorithm : kAllReduceAlgorithms)
-    for (std::int32_t n : {2, 3, 4, 7, 8}) {
-      std::vector<std::vector<double>> buffers(n, std::vector<double>(64, 1.0));
-      std::vector<std::span<double>> spans(buffers.begin(), buffers.end());
-      MessageLog log;
-      CollectiveOptions options;
-      options.algorithm = algorithm;
-      options.log = &log;
-      AllReduce<double>(std::span<const std::span<double>>(spans), ReduceOp::kSum, options);
-      EXPECT_LE(static_cast<double>(log.collectives().at(0).messages.size()),
+    for (std::int32_t n : {2, 3, 4, 7, 8})
+      EXPECT_LE(static_cast<double>(RecordOfOnes(algorithm, n, 64).messages.size()),
                 algorithm.info().log_messages(static_cast<double>(n)))
           << algorithm.name() << " N=" << n;
-    }
 }
 
 }  // namespace
