@@ -26,7 +26,8 @@ namespace dtlab {
   X(kHalvingDoublingAllReduce)         \
   X(kNaiveAllReduce)                   \
   X(kHierarchicalAllReduce)            \
-  X(kDirectAllReduce)
+  X(kDirectAllReduce)                  \
+  /* a new algorithm: its line above */
 
 #define DTLAB_DECLARE_ALL_REDUCE_ALGORITHM(info) extern const AllReduceAlgorithmInfo info;
 DTLAB_ALL_REDUCE_ALGORITHMS(DTLAB_DECLARE_ALL_REDUCE_ALGORITHM)
