@@ -81,7 +81,7 @@ for (mib, n) in sorted(dtlab):
     print(f"| {mib} | {n} | {cap:.2f} | {ours:.2f} ({algorithm}) | {ours / cap:.0%} | {theirs_text} | {ratio} | "
           f"{cap_in_place:.2f} | {ours / cap_in_place:.0%} |")
 print()
-algorithms = ["ring", "tree", "naive", "hierarchical", "direct"]
+algorithms = ["ring", "halving_doubling", "naive", "hierarchical", "direct"]
 print("dtlab busbw (GB/s) of every algorithm:")
 print()
 print("| MiB per replica | N | " + " | ".join(algorithms) + " |")

@@ -391,7 +391,7 @@ int TrainCommand(const std::vector<std::string>& args) {
       ("workers", po::value(&config.cluster.workers)->default_value(1), "workers (multi_worker_mirrored); must divide --replicas")
       ("replicas-per-worker", po::value(&replicas_per_worker)->default_value(1),
        "under mpirun: replicas each rank holds (the run has ranks x this many replicas; docs/mpi.md)")
-      ("all-reduce", po::value(&all_reduce)->default_value(all_reduce), "ring, tree, naive, hierarchical or direct")
+      ("all-reduce", po::value(&all_reduce)->default_value(all_reduce), AllReduceAlgorithmNames(" or ").c_str())
       ("convention", po::value(&convention)->default_value(convention),
        "tf (SUM of globally scaled losses) or ddp (MEAN of per-replica means)")
       ("loss-denominator", po::value(&denominator)->default_value(denominator),

@@ -1,5 +1,5 @@
-// Collectives between the replicas of one process: all-reduce (ring, tree, naive,
-// hierarchical, direct), reduce, broadcast, all-gather, reduce-scatter.
+// Collectives between the replicas of one process: all-reduce (any algorithm of the
+// registry, sim/all_reduce_registry.h), reduce, broadcast, all-gather, reduce-scatter.
 //
 // Every replica owns its buffer; a collective really moves data between them. It
 // runs as bulk-synchronous phases: in each phase the replicas' sends are carried
@@ -17,42 +17,21 @@
 // Thread safety: one collective at a time per set of buffers.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <span>
-#include <string>
-#include <string_view>
-#include <vector>
 
-#include "core/status.h"
+#include "sim/all_reduce_registry.h"
 #include "sim/faults.h"
 #include "sim/message_log.h"
 #include "sim/transport.h"
 
 namespace dtlab {
 
-enum class AllReduceAlgorithm {
-  kRing,          // reduce-scatter then all-gather around a ring, N-1 + N-1 phases
-  kTree,          // recursive halving (reduce-scatter) then doubling (all-gather)
-  kNaive,         // reduce everything to replica 0, then broadcast from it
-  kHierarchical,  // within each worker, then across workers (one leader per worker), then back
-  kDirect,        // one-shot: replica i reduces chunk i reading all peers, then all-gather
-};
-
-/// Every algorithm, in the order above (for loops in tests, benchmarks and reports).
-inline constexpr std::array<AllReduceAlgorithm, 5> kAllReduceAlgorithms = {
-    AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kNaive,
-    AllReduceAlgorithm::kHierarchical, AllReduceAlgorithm::kDirect};
-
-/// "ring", "tree", "naive", "hierarchical", "direct"; InvalidArgument otherwise (lists the names).
-StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(std::string_view name);
-std::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
-
 enum class ReduceOp { kSum, kMean };
 
 struct CollectiveOptions {
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;
-  /// Replicas per worker, for kHierarchical (replicas [w*R, (w+1)*R) form worker w).
+  /// Replicas per worker, for hierarchical (replicas [w*R, (w+1)*R) form worker w).
   /// 0 means one worker holding every replica. REQUIRES: divides the replica count.
   std::int32_t replicas_per_worker = 0;
   std::int64_t step = 0;          // recorded with the messages
@@ -71,8 +50,8 @@ struct CollectiveOptions {
 //    may leave gaps in the phase numbers of its record; the phase numbers of the
 //    messages that are sent are those of the full schedule.
 //  - options.log, when set, gets one record per call (MessageLog::Begin ... End),
-//    named "all_reduce/<algorithm>", "reduce", "broadcast", "all_gather" or
-//    "reduce_scatter"; its bytes_per_replica is the larger of a replica's buffers
+//    named "all_reduce/<name>" (AllReduceAlgorithm::name: the name the algorithm was
+//    chosen by), "reduce", "broadcast", "all_gather" or "reduce_scatter"; its bytes_per_replica is the larger of a replica's buffers
 //    (the output of AllGather, the input of ReduceScatter), as nccl-tests counts.
 //  - REQUIRES (checked by assert): MEAN only for float and double; root in [0, N);
 //    the buffer sizes named below; buffers of different replicas do not overlap.
@@ -85,8 +64,9 @@ struct CollectiveOptions {
 /// carries out, reading its BufferRole::kInput and writing its output. AllReduce
 /// below runs it over the in-process transport; other backends (MPI ranks, CUDA
 /// streams) run the same schedule over theirs, so every element's addends meet in
-/// the same order on every backend. REQUIRES: for kHierarchical,
-/// replicas_per_worker (0: all in one worker) divides transport.num_replicas().
+/// the same order on every backend. One replica sends nothing. REQUIRES: for
+/// hierarchical, replicas_per_worker (0: all in one worker) divides
+/// transport.num_replicas().
 template <typename T>
 void ScheduleAllReduce(Transport<T>& transport, AllReduceAlgorithm algorithm, std::int64_t count, ReduceOp op,
                        std::int32_t replicas_per_worker = 0);

@@ -30,14 +30,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   e.batch_bytes += 2.0 * static_cast<double>(in.activation_values_per_example) * f *
                    static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1)) *
                    static_cast<double>(std::max<std::int64_t>(in.threads, 1));
-  double messages = 0;
-  switch (in.all_reduce) {
-    case AllReduceAlgorithm::kNaive: messages = 2.0 * (n - 1); break;
-    case AllReduceAlgorithm::kTree: messages = 2.0 * n * std::ceil(std::log2(n)); break;
-    case AllReduceAlgorithm::kRing:
-    case AllReduceAlgorithm::kDirect:
-    case AllReduceAlgorithm::kHierarchical: messages = 2.0 * n * (n - 1); break;
-  }
+  const double messages = in.all_reduce.info().log_messages(n);
   e.message_log_bytes = messages * sizeof(Message);
   e.total_bytes = e.replicas_bytes + e.batch_bytes + e.message_log_bytes;
   return e;

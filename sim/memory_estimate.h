@@ -10,8 +10,9 @@
 //   per run: the global batch gathered for the step (input values, loss, label,
 //     prediction per example), the per-thread workspaces (activations of a chunk of
 //     examples), and the message log of one step's collective, which holds one
-//     record per message: 2n(n-1) for ring, direct and hierarchical, 2n*ceil(log2 n)
-//     for tree, 2(n-1) for naive.
+//     record per message: as many as the algorithm's log_messages says
+//     (sim/all_reduce_algorithm.h): 2n(n-1) for ring, direct and hierarchical,
+//     2n*ceil(log2 n) for halving_doubling, 2(n-1) for naive.
 // It is an estimate (containers round up, the allocator has overhead), so the
 // refusal uses it only to stop runs that are far out of reach.
 //

@@ -1,14 +1,14 @@
 // Transport: where a collective's phases are carried out.
 //
-// A collective algorithm (sim/collectives.h) is a schedule: bulk-synchronous phases,
+// A collective algorithm (sim/all_reduce_*.cc, sim/collectives.cc) is a schedule: bulk-synchronous phases,
 // each a set of transfers. A transfer is carried out by one replica, its combiner:
 // it reads `count` elements at an offset of each of its sources (its own buffer or
 // a peer's: a message peer -> combiner), adds them in the order they were given,
 // divides by the replica count for MEAN, and stores the result at an offset of each
 // destination (a message combiner -> peer, or its own buffer). Buffers are named by
 // (replica, role, offset), never by address, so the same schedule runs over any
-// transport: replicas in one process (InProcessTransport in collectives.cc, oneTBB
-// tasks over the replicas' own memory), MPI ranks or CUDA streams (later backends).
+// transport: replicas in one process (sim/in_process_transport.h, oneTBB tasks over
+// the replicas' own memory), MPI ranks (sim/mpi_group.cc) or CUDA streams (later backends).
 // The transport changes; the schedule, and so the order every element's addends
 // meet, does not.
 //
@@ -27,10 +27,11 @@ namespace dtlab {
 /// memory for an in-place collective).
 enum class BufferRole : std::uint8_t { kInput, kOutput };
 
-template <typename T>
-class Transport {
+/// The interface a schedule drives. It does not depend on the element type, so one
+/// schedule (sim/all_reduce_algorithm.h) serves float, double and int64 buffers.
+class ScheduleTransport {
  public:
-  virtual ~Transport() = default;
+  virtual ~ScheduleTransport() = default;
   /// Replicas taking part (ids 0 .. N-1).
   virtual std::int32_t num_replicas() const = 0;
   /// Starts a transfer of `count` elements carried out by replica `combiner`; with
@@ -47,5 +48,9 @@ class Transport {
   /// when all are done.
   virtual void Run() = 0;
 };
+
+/// A transport of buffers of T (float, double or std::int64_t): what a backend implements.
+template <typename T>
+class Transport : public ScheduleTransport {};
 
 }  // namespace dtlab

@@ -43,12 +43,20 @@ for cfg in "central_storage --replicas 3" "multi_worker_mirrored --replicas 4 --
   check_json "$name" "d['reference_check']['within_bound'] and d['simulated_seconds'] > 0"
 done
 
+# halving_doubling is the real name of tree: the same bits, and each run prints the name it was given.
+train halving_doubling_5 --strategy mirrored --replicas 5 --all-reduce halving_doubling --batch-per-replica 8 --steps 6 --check-reference
+check_json halving_doubling_5 "d['all_reduce'] == 'halving_doubling' and d['reference_check']['within_bound']"
+check_json mirrored___replicas_5___all_reduce_tree "d['all_reduce'] == 'tree'"
+tree_digest=$(python3 -c "import json; print(json.load(open('$WORK/mirrored___replicas_5___all_reduce_tree.out'))['weights_digest'])")
+check_json halving_doubling_5 "d['weights_digest'] == '$tree_digest'"
+
 # Bad cluster options.
 bad() { local name=$1 text=$2; shift 2; expect_exit 2 "$name" -- timeout 60 "$DTLAB" train --no-progress --steps 1 "$@"; expect_contains "$name" err "$text"; }
 bad zero_replicas "--replicas must be at least 1" --strategy mirrored --replicas 0
 bad workers_not_dividing "does not divide --replicas" --strategy multi_worker_mirrored --replicas 4 --workers 3
 bad unknown_strategy "unknown strategy 'horovod'" --strategy horovod
 bad unknown_algorithm "unknown" --strategy mirrored --replicas 2 --all-reduce butterfly
+expect_contains unknown_algorithm err "ring, halving_doubling (alias tree), naive, hierarchical, direct"
 bad one_device_many "exactly one replica" --strategy one_device --replicas 2
 bad workers_without_multi_worker "multi_worker_mirrored" --strategy mirrored --replicas 4 --workers 2
 bad unknown_convention "unknown convention" --convention jax

@@ -9,6 +9,7 @@ expect_contains train_help out "--batch-per-replica"
 expect_contains train_help out "seed-cnn"
 expect_contains train_help out "mpirun -np W dtlab train --strategy multi_worker_mirrored --replicas-per-worker R"
 expect_contains train_help out "--backup-dir"
+expect_contains train_help out "halving_doubling (alias tree)"
 expect_exit 0 eval_help -- "$DTLAB" eval --help
 expect_contains eval_help out "--checkpoint-dir"
 expect_contains help out "dtlab run flagship"

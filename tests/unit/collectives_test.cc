@@ -484,7 +484,7 @@ TEST(CollectivesLog, DirectGathersChunkIThenSendsItToEveryone) {
 
 TEST(CollectivesLog, TreeUsesTwoLogNPhasesPlusTwoToFoldTheExtraReplicas) {
   for (std::int32_t n : {2, 4, 8, 16}) {
-    const CollectiveRecord record = LogAllReduce<float>(AllReduceAlgorithm::kTree, n, 1024);
+    const CollectiveRecord record = LogAllReduce<float>(AllReduceAlgorithm::kHalvingDoubling, n, 1024);
     EXPECT_EQ(record.num_phases, 2 * std::countr_zero(static_cast<unsigned>(n))) << n;
     const Traffic t = TrafficOf(record);
     for (std::int32_t r = 0; r < n; ++r) {
@@ -493,7 +493,7 @@ TEST(CollectivesLog, TreeUsesTwoLogNPhasesPlusTwoToFoldTheExtraReplicas) {
     }
   }
   for (std::int32_t n : {3, 5, 6, 7, 12}) {
-    const CollectiveRecord record = LogAllReduce<float>(AllReduceAlgorithm::kTree, n, 1024);
+    const CollectiveRecord record = LogAllReduce<float>(AllReduceAlgorithm::kHalvingDoubling, n, 1024);
     const int log_p = std::bit_width(static_cast<unsigned>(n)) - 1;
     EXPECT_EQ(record.num_phases, 2 * log_p + 2) << n;
     // The folded replicas (even ones below 2E) send once, in phase 0, and receive once at the end.
@@ -577,7 +577,8 @@ TEST(Collectives, AlgorithmNamesRoundTrip) {
   const auto bad = ParseAllReduceAlgorithm("butterfly");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("ring, tree, naive, hierarchical, direct"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("ring, halving_doubling (alias tree), naive, hierarchical, direct"),
+            std::string::npos);
 }
 
 // ---------------------------------------------------------------- property

@@ -11,7 +11,7 @@ namespace {
 
 TEST(DistributionStrategy, MeanMetricTrapWorkedExample) {
   // Per-replica losses [2, 3] and [4, 5], global batch 4 (docs/semantics.md).
-  for (auto algorithm : {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kNaive,
+  for (auto algorithm : {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kNaive,
                          AllReduceAlgorithm::kDirect}) {
     DistributionStrategy strategy(StrategyKind::kMirrored, 2, algorithm);
     const PerReplica<std::vector<float>> per_example{{{2, 3}, {4, 5}}};
@@ -62,7 +62,7 @@ TEST(DistributionStrategy, ReplicaContextAllReduceInsideTheStep) {
   // Each replica normalizes its values by the global sum, which needs an all-reduce
   // in the middle of the step function; two rounds check that replicas resume in step.
   for (std::int32_t n : {1, 2, 3, 7, 64}) {
-    DistributionStrategy strategy(StrategyKind::kMirrored, n, AllReduceAlgorithm::kTree);
+    DistributionStrategy strategy(StrategyKind::kMirrored, n, AllReduceAlgorithm::kHalvingDoubling);
     PerReplica<float> args;
     for (std::int32_t r = 0; r < n; ++r) args.values.push_back(static_cast<float>(r + 1));
     auto result = strategy.RunWithCollectives(

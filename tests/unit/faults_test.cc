@@ -106,7 +106,7 @@ void Prepare(MessageFaults& faults, std::int32_t n, FaultKind kind, std::int32_t
   faults.messages.push_back(fault);
 }
 
-constexpr AllReduceAlgorithm kAlgorithms[] = {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree,
+constexpr AllReduceAlgorithm kAlgorithms[] = {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kHalvingDoubling,
                                               AllReduceAlgorithm::kNaive, AllReduceAlgorithm::kHierarchical,
                                               AllReduceAlgorithm::kDirect};
 

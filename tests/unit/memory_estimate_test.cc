@@ -44,7 +44,7 @@ TEST(MemoryEstimate, TheMessageLogFollowsTheAlgorithm) {
   RunMemoryInput input = Input(1024);
   input.all_reduce = AllReduceAlgorithm::kNaive;
   EXPECT_DOUBLE_EQ(EstimateRunMemory(input).message_log_bytes, 2.0 * 1023 * sizeof(Message));
-  input.all_reduce = AllReduceAlgorithm::kTree;
+  input.all_reduce = AllReduceAlgorithm::kHalvingDoubling;
   EXPECT_DOUBLE_EQ(EstimateRunMemory(input).message_log_bytes, 2.0 * 1024 * 10 * sizeof(Message));
 }
 
