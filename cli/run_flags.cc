@@ -38,25 +38,27 @@ OptionValue ValueOf(const RunOption& option, const po::variable_value& stored) {
 
 }  // namespace
 
-void AddRunFlags(po::options_description& options) {
-  for (const RunOption& option : RunOptionTable()) {
-    if (option.flag.empty()) continue;
-    const std::string flag(option.flag), help(option.help);
-    auto add = options.add_options();
-    switch (option.type) {
-      case OptionType::kSwitch: add(flag.c_str(), help.c_str()); break;
-      case OptionType::kInt32: add(flag.c_str(), Typed<std::int32_t>(option), help.c_str()); break;
-      case OptionType::kInt64: add(flag.c_str(), Typed<std::int64_t>(option), help.c_str()); break;
-      case OptionType::kUint64: add(flag.c_str(), Typed<std::uint64_t>(option), help.c_str()); break;
-      case OptionType::kFloat: add(flag.c_str(), Typed<float>(option), help.c_str()); break;
-      case OptionType::kDouble: add(flag.c_str(), Typed<double>(option), help.c_str()); break;
-      case OptionType::kName:
-      case OptionType::kText: add(flag.c_str(), Typed<std::string>(option), help.c_str()); break;
-      case OptionType::kTextList:
-        add(flag.c_str(), po::value<std::vector<std::string>>()->composing(), help.c_str());
-        break;
-    }
+void AddRunFlag(po::options_description& options, const RunOption& option) {
+  const std::string flag(option.flag), help(option.help);
+  auto add = options.add_options();
+  switch (option.type) {
+    case OptionType::kSwitch: add(flag.c_str(), help.c_str()); break;
+    case OptionType::kInt32: add(flag.c_str(), Typed<std::int32_t>(option), help.c_str()); break;
+    case OptionType::kInt64: add(flag.c_str(), Typed<std::int64_t>(option), help.c_str()); break;
+    case OptionType::kUint64: add(flag.c_str(), Typed<std::uint64_t>(option), help.c_str()); break;
+    case OptionType::kFloat: add(flag.c_str(), Typed<float>(option), help.c_str()); break;
+    case OptionType::kDouble: add(flag.c_str(), Typed<double>(option), help.c_str()); break;
+    case OptionType::kName:
+    case OptionType::kText: add(flag.c_str(), Typed<std::string>(option), help.c_str()); break;
+    case OptionType::kTextList:
+      add(flag.c_str(), po::value<std::vector<std::string>>()->composing(), help.c_str());
+      break;
   }
+}
+
+void AddRunFlags(po::options_description& options) {
+  for (const RunOption& option : RunOptionTable())
+    if (!option.flag.empty()) AddRunFlag(options, option);
 }
 
 Status ApplyRunFlags(const po::variables_map& values, RunSettings& settings) {

@@ -15,6 +15,10 @@ namespace dtlab::cli {
 /// it in --help ("--epochs arg (=10)").
 void AddRunFlags(boost::program_options::options_description& options);
 
+/// Adds one run option (REQUIRES: it has a flag) to `options`: for a command that
+/// shares it with dtlab train (--threads).
+void AddRunFlag(boost::program_options::options_description& options, const RunOption& option);
+
 /// Stores the run options in `values` (parsed against AddRunFlags' options) into
 /// `settings` through each option's apply, defaults included, and records in
 /// settings.given the flags given. An empty value of an option without a default

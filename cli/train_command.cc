@@ -1,4 +1,5 @@
-// dtlab train: one-device training with the tutorial's per-epoch report.
+// dtlab train: one run built from flags (the run option table, scenarios/run_options.h)
+// and trained with the tutorial's per-epoch report.
 #include <unistd.h>
 
 #include <algorithm>

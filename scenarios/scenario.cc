@@ -10,13 +10,10 @@
 
 #include <toml++/toml.h>
 
-#include "core/checked_number.h"
 #include "core/file_io.h"
 #include "core/model.h"
 #include "core/text.h"
 #include "scenarios/table_reader.h"
-#include "sim/strategy.h"
-#include "sim/topology.h"
 
 namespace dtlab {
 namespace {
