@@ -1,7 +1,6 @@
 #include "scenarios/run_options.h"
 
 #include <charconv>
-#include <cmath>
 #include <limits>
 
 #include "core/checked_number.h"
@@ -277,7 +276,7 @@ const std::vector<RunOptionSection>& RunOptionSections() {
 }
 
 StatusOr<OptionValue> ParseOptionText(const RunOption& option, std::string_view text) {
-  const std::string what = "--" + std::string(option.Id());
+  const std::string what = option.flag.empty() ? "'" + std::string(option.key) + "'" : "--" + std::string(option.flag);
   switch (option.type) {
     case OptionType::kSwitch:
       if (text == "true" || text == "false") return OptionValue(text == "true");
