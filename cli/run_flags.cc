@@ -23,15 +23,23 @@ po::typed_value<T>* Typed(const RunOption& option) {
 // The stored value of `option` as an OptionValue.
 OptionValue ValueOf(const RunOption& option, const po::variable_value& stored) {
   switch (option.type) {
-    case OptionType::kSwitch: return true;
-    case OptionType::kInt32: return std::int64_t{stored.as<std::int32_t>()};
-    case OptionType::kInt64: return stored.as<std::int64_t>();
-    case OptionType::kUint64: return stored.as<std::uint64_t>();
-    case OptionType::kFloat: return static_cast<double>(stored.as<float>());
-    case OptionType::kDouble: return stored.as<double>();
+    case OptionType::kSwitch:
+      return true;
+    case OptionType::kInt32:
+      return std::int64_t{stored.as<std::int32_t>()};
+    case OptionType::kInt64:
+      return stored.as<std::int64_t>();
+    case OptionType::kUint64:
+      return stored.as<std::uint64_t>();
+    case OptionType::kFloat:
+      return static_cast<double>(stored.as<float>());
+    case OptionType::kDouble:
+      return stored.as<double>();
     case OptionType::kName:
-    case OptionType::kText: return stored.as<std::string>();
-    case OptionType::kTextList: return stored.as<std::vector<std::string>>();
+    case OptionType::kText:
+      return stored.as<std::string>();
+    case OptionType::kTextList:
+      return stored.as<std::vector<std::string>>();
   }
   return false;
 }
@@ -42,14 +50,28 @@ void AddRunFlag(po::options_description& options, const RunOption& option) {
   const std::string flag(option.flag), help(option.help);
   auto add = options.add_options();
   switch (option.type) {
-    case OptionType::kSwitch: add(flag.c_str(), help.c_str()); break;
-    case OptionType::kInt32: add(flag.c_str(), Typed<std::int32_t>(option), help.c_str()); break;
-    case OptionType::kInt64: add(flag.c_str(), Typed<std::int64_t>(option), help.c_str()); break;
-    case OptionType::kUint64: add(flag.c_str(), Typed<std::uint64_t>(option), help.c_str()); break;
-    case OptionType::kFloat: add(flag.c_str(), Typed<float>(option), help.c_str()); break;
-    case OptionType::kDouble: add(flag.c_str(), Typed<double>(option), help.c_str()); break;
+    case OptionType::kSwitch:
+      add(flag.c_str(), help.c_str());
+      break;
+    case OptionType::kInt32:
+      add(flag.c_str(), Typed<std::int32_t>(option), help.c_str());
+      break;
+    case OptionType::kInt64:
+      add(flag.c_str(), Typed<std::int64_t>(option), help.c_str());
+      break;
+    case OptionType::kUint64:
+      add(flag.c_str(), Typed<std::uint64_t>(option), help.c_str());
+      break;
+    case OptionType::kFloat:
+      add(flag.c_str(), Typed<float>(option), help.c_str());
+      break;
+    case OptionType::kDouble:
+      add(flag.c_str(), Typed<double>(option), help.c_str());
+      break;
     case OptionType::kName:
-    case OptionType::kText: add(flag.c_str(), Typed<std::string>(option), help.c_str()); break;
+    case OptionType::kText:
+      add(flag.c_str(), Typed<std::string>(option), help.c_str());
+      break;
     case OptionType::kTextList:
       add(flag.c_str(), po::value<std::vector<std::string>>()->composing(), help.c_str());
       break;

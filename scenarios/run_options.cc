@@ -31,6 +31,9 @@ Status SetName(V v, Parse parse, T& out) {
 constexpr std::int64_t kMillion = 1'000'000;
 
 // Each entry names only the fields it sets; the others keep RunOption's defaults.
+// The table keeps its own layout: one option, a few lines, each field where a
+// reader looks for it.
+// clang-format off
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 std::vector<RunOption> MakeTable() {
@@ -241,6 +244,7 @@ std::vector<RunOption> MakeTable() {
   };
 }
 #pragma GCC diagnostic pop
+// clang-format on
 
 }  // namespace
 
@@ -263,14 +267,16 @@ const RunOption* FindRunOptionByKey(std::string_view key) {
 
 const std::vector<RunOptionSection>& RunOptionSections() {
   static const std::vector<RunOptionSection> kSections = {
-      {"cluster", {"strategy", "replicas", "workers", "all_reduce", "topology", "parameter_servers", "straggler_spread"}},
+      {"cluster",
+       {"strategy", "replicas", "workers", "all_reduce", "topology", "parameter_servers", "straggler_spread"}},
       {"data",
        {"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch", "shard",
         "drop_remainder", "shuffle_buffer"}},
       {"model", {"name"}},
       {"loss", {"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"}},
       {"optimizer", {"name", "learning_rate", "momentum"}},
-      {"run", {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout"}},
+      {"run",
+       {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout"}},
   };
   return kSections;
 }
@@ -304,8 +310,10 @@ StatusOr<OptionValue> ParseOptionText(const RunOption& option, std::string_view 
       return OptionValue(value);
     }
     case OptionType::kName:
-    case OptionType::kText: return OptionValue(std::string(text));
-    case OptionType::kTextList: return OptionValue(std::vector<std::string>{std::string(text)});
+    case OptionType::kText:
+      return OptionValue(std::string(text));
+    case OptionType::kTextList:
+      return OptionValue(std::vector<std::string>{std::string(text)});
   }
   return Status::InvalidArgument(what + ": unknown option type");
 }

@@ -55,11 +55,11 @@ struct RunSettings {
 /// What an option's value is: the type a flag's text is parsed as, and the TOML
 /// type a file's key must have.
 enum class OptionType {
-  kSwitch,    // a flag without a value; in a file, true or false
-  kInt32,     // integers, in the field's own width
+  kSwitch,  // a flag without a value; in a file, true or false
+  kInt32,   // integers, in the field's own width
   kInt64,
   kUint64,
-  kFloat,     // finite numbers; a float flag's text is read as a float
+  kFloat,  // finite numbers; a float flag's text is read as a float
   kDouble,
   kName,      // one of a fixed set of names (a Parse* function, whose error lists them)
   kText,      // free text: a path, a model's name, a schedule
@@ -72,8 +72,8 @@ enum class OptionType {
 using OptionValue = std::variant<bool, std::int64_t, std::uint64_t, double, std::string, std::vector<std::string>>;
 
 struct RunOption {
-  std::string_view flag;          // dtlab train's --flag, without the dashes; empty: files only
-  std::string_view key;           // "section.key" in scenario files and --set; empty: the command line only
+  std::string_view flag;  // dtlab train's --flag, without the dashes; empty: files only
+  std::string_view key;   // "section.key" in scenario files and --set; empty: the command line only
   OptionType type = OptionType::kText;
   std::string_view default_text;  // the command line's default as --help shows it; empty: none (the field's own)
   std::int64_t min = 0, max = 0;  // a file's integer must be in [min, max]

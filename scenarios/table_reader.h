@@ -33,8 +33,8 @@ class TableReader {
   void AllowOnly(const std::vector<std::string_view>& allowed) {
     for (auto&& [key, node] : table_) {
       if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
-      Fail(node, "unknown key '" + std::string(key.str()) + "' in " + Where() + "; allowed keys: " +
-                     JoinText(allowed, ", "));
+      Fail(node,
+           "unknown key '" + std::string(key.str()) + "' in " + Where() + "; allowed keys: " + JoinText(allowed, ", "));
       return;
     }
   }
@@ -71,9 +71,12 @@ class TableReader {
     const toml::node* node = Find(key);
     if (!node) return;
     double v = 0;
-    if (node->is_integer()) v = static_cast<double>(node->as_integer()->get());
-    else if (node->is_floating_point()) v = node->as_floating_point()->get();
-    else return WrongType(*node, key, "a number");
+    if (node->is_integer())
+      v = static_cast<double>(node->as_integer()->get());
+    else if (node->is_floating_point())
+      v = node->as_floating_point()->get();
+    else
+      return WrongType(*node, key, "a number");
     // nan and inf are TOML numbers, but no setting of a scenario means them.
     if (Status finite = CheckFinite(v, Key(key)); !finite.ok()) return Fail(*node, finite.message());
     out = v;
@@ -116,10 +119,14 @@ class TableReader {
     if (!node->is_array()) return WrongType(*node, key, "a list of numbers");
     out.clear();
     for (const toml::node& item : *node->as_array()) {
-      if (item.is_integer()) out.push_back(static_cast<double>(item.as_integer()->get()));
-      else if (item.is_floating_point()) out.push_back(item.as_floating_point()->get());
-      else return WrongType(item, key, "a list of numbers");
-      if (Status finite = CheckFinite(out.back(), Key(key) + " item"); !finite.ok()) return Fail(item, finite.message());
+      if (item.is_integer())
+        out.push_back(static_cast<double>(item.as_integer()->get()));
+      else if (item.is_floating_point())
+        out.push_back(item.as_floating_point()->get());
+      else
+        return WrongType(item, key, "a list of numbers");
+      if (Status finite = CheckFinite(out.back(), Key(key) + " item"); !finite.ok())
+        return Fail(item, finite.message());
     }
   }
   // A name parsed by `parse` (an enum table): its error lists the allowed names.
@@ -219,20 +226,29 @@ class TableReader {
   }
   static std::string TypeName(const toml::node& node) {
     switch (node.type()) {
-      case toml::node_type::string: return "a string";
-      case toml::node_type::integer: return "an integer";
-      case toml::node_type::floating_point: return "a number with a fraction";
-      case toml::node_type::boolean: return "a boolean";
-      case toml::node_type::array: return "a list";
-      case toml::node_type::table: return "a table";
-      default: return "a date or time";
+      case toml::node_type::string:
+        return "a string";
+      case toml::node_type::integer:
+        return "an integer";
+      case toml::node_type::floating_point:
+        return "a number with a fraction";
+      case toml::node_type::boolean:
+        return "a boolean";
+      case toml::node_type::array:
+        return "a list";
+      case toml::node_type::table:
+        return "a table";
+      default:
+        return "a date or time";
     }
   }
   void FailAt(const toml::source_region& where, const std::string& message) {
     if (!status_->ok()) return;
     // A value from a --set (or a variant's set) has no line in the file.
-    if (where.begin.line == 0) *status_ = Status::InvalidArgument(path_ + ": in a --set or [[variant]] set: " + message);
-    else *status_ = Status::InvalidArgument(path_ + ":" + std::to_string(where.begin.line) + ": " + message);
+    if (where.begin.line == 0)
+      *status_ = Status::InvalidArgument(path_ + ": in a --set or [[variant]] set: " + message);
+    else
+      *status_ = Status::InvalidArgument(path_ + ":" + std::to_string(where.begin.line) + ": " + message);
   }
 
   const toml::table& table_;

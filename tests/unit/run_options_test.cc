@@ -36,18 +36,17 @@ std::string Describe(const TrainConfig& c) {
   std::ostringstream out;
   out << "model " << c.model << " epochs " << c.epochs << " batch " << c.batch_per_replica << " global "
       << c.global_batch.value_or(-1) << " optimizer " << c.optimizer << " lr " << c.learning_rate.value_or(-1)
-      << " momentum " << c.momentum << " seed " << c.seed << " steps " << c.max_steps << " every "
-      << c.checkpoint_every << " shuffle " << c.shuffle_buffer << " strategy " << StrategyName(k.strategy)
-      << " replicas " << k.replicas << " workers " << k.workers << " all_reduce "
-      << AllReduceAlgorithmName(k.all_reduce) << " convention " << ConventionName(k.convention) << " denominator "
-      << LossDenominatorName(k.denominator) << " check " << k.check_reference << " math " << MathModeName(k.math)
-      << " split " << (k.regularization_split ? RegularizationSplitName(*k.regularization_split) : "unset")
-      << " scaling " << RegularizationScalingName(k.regularization_scaling) << " empty "
-      << EmptyReplicaLossName(k.empty_replica) << " reduction " << LossReductionName(k.reduction) << " keras "
-      << KerasVersionName(k.keras) << " timeout " << k.collective_timeout_seconds << " input " << InputApiName(c.input)
-      << " rebatch " << RebatchRuleName(c.rebatch) << " shard " << AutoShardPolicyName(c.shard_policy) << " drop "
-      << c.drop_remainder << " topology " << TopologyKindName(c.topology) << " ps " << c.parameter_servers
-      << " spread " << c.straggler_spread << " faults";
+      << " momentum " << c.momentum << " seed " << c.seed << " steps " << c.max_steps << " every " << c.checkpoint_every
+      << " shuffle " << c.shuffle_buffer << " strategy " << StrategyName(k.strategy) << " replicas " << k.replicas
+      << " workers " << k.workers << " all_reduce " << AllReduceAlgorithmName(k.all_reduce) << " convention "
+      << ConventionName(k.convention) << " denominator " << LossDenominatorName(k.denominator) << " check "
+      << k.check_reference << " math " << MathModeName(k.math) << " split "
+      << (k.regularization_split ? RegularizationSplitName(*k.regularization_split) : "unset") << " scaling "
+      << RegularizationScalingName(k.regularization_scaling) << " empty " << EmptyReplicaLossName(k.empty_replica)
+      << " reduction " << LossReductionName(k.reduction) << " keras " << KerasVersionName(k.keras) << " timeout "
+      << k.collective_timeout_seconds << " input " << InputApiName(c.input) << " rebatch " << RebatchRuleName(c.rebatch)
+      << " shard " << AutoShardPolicyName(c.shard_policy) << " drop " << c.drop_remainder << " topology "
+      << TopologyKindName(c.topology) << " ps " << c.parameter_servers << " spread " << c.straggler_spread << " faults";
   for (const FaultSpec& fault : k.faults) out << " " << FaultSpecText(fault);
   return out.str();
 }
@@ -85,8 +84,8 @@ TEST(OptionsTableTest, EveryEntryIsComplete) {
     if (!option.key.empty()) EXPECT_TRUE(keys.insert(option.key).second) << "key twice";
     if (!option.key.empty()) EXPECT_EQ(FindRunOptionByKey(option.key), &option);
     if (!option.flag.empty()) EXPECT_EQ(FindRunOptionByFlag(option.flag), &option);
-    const bool integer = option.type == OptionType::kInt32 || option.type == OptionType::kInt64 ||
-                         option.type == OptionType::kUint64;
+    const bool integer =
+        option.type == OptionType::kInt32 || option.type == OptionType::kInt64 || option.type == OptionType::kUint64;
     if (integer && !option.key.empty()) EXPECT_LT(option.min, option.max) << "a file's integer needs a range";
     if (option.default_text.empty()) continue;
     auto value = ParseOptionText(option, option.default_text);
@@ -153,18 +152,31 @@ TEST(OptionsTableTest, FlagAndKeyGiveTheSameConfig) {
       {{{"strategy", "multi_worker_mirrored"}, {"replicas", "4"}, {"workers", "2"}, {"all-reduce", "tree"}},
        {"cluster.strategy=multi_worker_mirrored", "cluster.replicas=4", "cluster.workers=2",
         "cluster.all_reduce=tree"}},
-      {{{"strategy", "mirrored"}, {"replicas", "2"}, {"convention", "ddp"}, {"loss-denominator", "default"},
-        {"regularization-split", "exact"}, {"regularization-scaling", "unscaled"}, {"empty-replica-loss", "error"},
-        {"loss-reduction", "sum"}, {"keras", "2"}},
+      {{{"strategy", "mirrored"},
+        {"replicas", "2"},
+        {"convention", "ddp"},
+        {"loss-denominator", "default"},
+        {"regularization-split", "exact"},
+        {"regularization-scaling", "unscaled"},
+        {"empty-replica-loss", "error"},
+        {"loss-reduction", "sum"},
+        {"keras", "2"}},
        {"cluster.strategy=mirrored", "cluster.replicas=2", "loss.convention=ddp", "loss.denominator=default",
         "loss.split=exact", "loss.regularization=unscaled", "loss.empty_replica=error", "loss.reduction=sum",
         "loss.keras=\"2\""}},
       {{{"keras", "2"}}, {"loss.keras=2"}},
-      {{{"strategy", "mirrored"}, {"replicas", "2"}, {"check-reference", ""}, {"math", "exact"},
-        {"inject-fault", "die:replica=1,step=1"}, {"collective-timeout", "30"}},
+      {{{"strategy", "mirrored"},
+        {"replicas", "2"},
+        {"check-reference", ""},
+        {"math", "exact"},
+        {"inject-fault", "die:replica=1,step=1"},
+        {"collective-timeout", "30"}},
        {"cluster.strategy=mirrored", "cluster.replicas=2", "run.check_reference=true", "run.math=exact",
         "run.faults=[\"die:replica=1,step=1\"]", "run.collective_timeout=30"}},
-      {{{"input", "function"}, {"rebatch", "legacy"}, {"auto-shard", "off"}, {"drop-remainder", ""},
+      {{{"input", "function"},
+        {"rebatch", "legacy"},
+        {"auto-shard", "off"},
+        {"drop-remainder", ""},
         {"topology", "switch"}},
        {"data.input=function", "data.rebatch=legacy", "data.shard=off", "data.drop_remainder=true",
         "cluster.topology=switch"}},
