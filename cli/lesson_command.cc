@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/run_flags.h"
 #include "core/file_io.h"
 #include "lessons/lesson_player.h"
 #include "scenarios/catalog.h"
@@ -49,15 +50,15 @@ StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request) {
 
 int LessonCommand(const std::vector<std::string>& args) {
   std::string name, html, lessons_dir = LessonsDirectory();
-  int threads = 0, width = 0;
+  int width = 0;
   po::options_description options("Options");
   options.add_options()
       ("lesson", po::value(&name), "the lesson to play (a name from the list, or a lesson file)")
       ("no-interactive", "play straight through without asking for predictions (projectors, tests)")
       ("html", po::value(&html), "also write the lesson as a self-contained HTML handout with its plots")
       ("lessons-dir", po::value(&lessons_dir)->default_value(lessons_dir), "where the lesson files are")
-      ("width", po::value(&width)->default_value(0), "wrap text at this many columns (0: the terminal's, or 80)")
-      ("threads", po::value(&threads)->default_value(0), "worker threads, 0 for all cores (results never depend on it)");
+      ("width", po::value(&width)->default_value(0), "wrap text at this many columns (0: the terminal's, or 80)");
+  AddRunFlag(options, *FindRunOptionByFlag("threads"));  // as dtlab train's
   po::positional_options_description positional;
   positional.add("lesson", 1);
   po::variables_map values;
@@ -68,7 +69,7 @@ int LessonCommand(const std::vector<std::string>& args) {
       "Lessons are Markdown files an instructor can edit (format: lessons/README.md).",
       options, args, values, &positional);
   if (parsed >= 0) return parsed;
-  if (!ApplyThreadCount(threads)) return 2;
+  if (!ApplyThreadCount(values["threads"].as<int>())) return 2;
   if (name.empty()) {
     auto lessons = LoadLessonDirectory(lessons_dir);
     if (!lessons.ok()) return ReportError("lesson", lessons.status());

@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/progress_line.h"
+#include "cli/run_flags.h"
 #include "scenarios/catalog.h"
 #include "scenarios/replay.h"
 #include "sim/cuda/cuda_backend.h"
@@ -112,7 +113,6 @@ void PrintReplay(const ReplayResult& r) {
 int ReplayCommand(const std::vector<std::string>& args) {
   std::string file, backend = "cuda", devices_text, math = "exact";
   ReplayOptions replay;
-  int threads = 0;
   po::options_description options("Options");
   options.add_options()
       ("scenario", po::value(&file), "a built-in scenario name (dtlab list) or a scenario file")
@@ -126,9 +126,9 @@ int ReplayCommand(const std::vector<std::string>& args) {
        "change the scenario: KEY=VALUE as in the file, e.g. cluster.replicas=1 (repeatable; as dtlab run --set)")
       ("record", po::value(&replay.record), "store the CPU run's per-step digests in this file (exact mode)")
       ("against", po::value(&replay.against), "compare with the digests of this record instead of a CPU run")
-      ("json", "print the result as JSON")
-      ("threads", po::value(&threads)->default_value(0), "worker threads, 0 for all cores (results never depend on it)")
-      ("no-progress", "never draw the progress line");
+      ("json", "print the result as JSON");
+  AddRunFlag(options, *FindRunOptionByFlag("threads"));  // as dtlab train's
+  options.add_options()("no-progress", "never draw the progress line");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map values;
@@ -144,7 +144,7 @@ int ReplayCommand(const std::vector<std::string>& args) {
                  static_cast<long long>(replay.max_steps));
     return 2;
   }
-  if (!ApplyThreadCount(threads)) return 2;
+  if (!ApplyThreadCount(values["threads"].as<int>())) return 2;
   auto mode = ParseMathMode(math);
   if (!mode.ok()) return ReportError("replay", mode.status().WithContext("--math"));
   auto devices = ParseDeviceList(devices_text);

@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "cli/progress_line.h"
+#include "cli/run_flags.h"
 #include "core/file_io.h"
 #include "lessons/lesson.h"
 #include "scenarios/catalog.h"
@@ -59,7 +60,6 @@ int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann
 int RunCommand(const std::vector<std::string>& args) {
   std::string file, report, csv, tensorboard, trace;
   std::vector<std::string> sets;
-  int threads = 0;
   po::options_description options("Options");
   options.add_options()
       ("scenario", po::value(&file), "a scenario file (TOML) or the name of a built-in scenario (dtlab list)")
@@ -69,9 +69,9 @@ int RunCommand(const std::vector<std::string>& args) {
       ("report", po::value(&report), "write a self-contained HTML report with plots to this file")
       ("csv", po::value(&csv), "write the per-step metrics of every run as CSV to this file")
       ("tensorboard", po::value(&tensorboard), "write TensorBoard event files (one folder per run) under this directory")
-      ("trace", po::value(&trace), "write a Chrome trace (Perfetto) of the main run's first steps")
-      ("threads", po::value(&threads)->default_value(0), "worker threads, 0 for all cores (results never depend on it)")
-      ("no-progress", "never draw the progress line");
+      ("trace", po::value(&trace), "write a Chrome trace (Perfetto) of the main run's first steps");
+  AddRunFlag(options, *FindRunOptionByFlag("threads"));  // as dtlab train's
+  options.add_options()("no-progress", "never draw the progress line");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map values;
@@ -87,7 +87,7 @@ int RunCommand(const std::vector<std::string>& args) {
     std::fputs("dtlab run: which scenario? Give a file or a built-in name (dtlab list shows them)\n", stderr);
     return 2;
   }
-  if (!ApplyThreadCount(threads)) return 2;
+  if (!ApplyThreadCount(values["threads"].as<int>())) return 2;
   auto path = ResolveScenarioPath(file);
   if (!path.ok()) return ReportError("run", path.status());
   auto scenario = LoadScenario(*path, sets);

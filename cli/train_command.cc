@@ -1,4 +1,5 @@
-// dtlab train: one-device training with the tutorial's per-epoch report.
+// dtlab train: one run built from flags (the run option table, scenarios/run_options.h)
+// and trained with the tutorial's per-epoch report.
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/run_flags.h"
 #include "scenarios/replay.h"
 #include "cli/mpi_launch.h"
 #include "core/model.h"
@@ -347,112 +349,10 @@ Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_
 }  // namespace
 
 int TrainCommand(const std::vector<std::string>& args) {
-  TrainConfig config;
-  std::string schedule, strategy = "one_device", all_reduce = "ring", convention = "tf", denominator = "global",
-                        rebatch = "v2", auto_shard = "auto", input = "dataset", topology = "fully_connected", math = "fast",
-                        regularization_split, regularization_scaling = "scaled", empty_replica = "zero",
-                        reduction = "none", keras = "3", backend = "cpu", devices_text;
-  std::vector<std::string> faults;
-  int streams = 0;
-  double link_latency_us = 5.0, link_gbps = 25.0, device_gflops = 100.0;
-  int threads = 0;
-  std::int32_t replicas_per_worker = 1;
+  // Every option is a run option (scenarios/run_options.h): the flags fill the same
+  // RunSettings a scenario file does.
   po::options_description options("Options");
-  options.add_options()
-      ("model", po::value(&config.model)->default_value(config.model), "seed-cnn, mnist-cnn or linear")
-      ("dataset", po::value(&config.dataset)->default_value(config.dataset),
-       "fashion-mnist, mnist, or a directory holding the four IDX files")
-      ("epochs", po::value(&config.epochs)->default_value(config.epochs), "passes over the training set")
-      ("batch-per-replica", po::value(&config.batch_per_replica)->default_value(config.batch_per_replica),
-       "examples per replica per step; the global batch is this times --replicas")
-      ("global-batch", po::value<std::int64_t>()->notifier([&](std::int64_t v) { config.global_batch = v; }),
-       "the global batch instead (need not divide evenly: replicas may get short or empty batches)")
-      ("optimizer", po::value(&config.optimizer)->default_value(config.optimizer), "adam, rmsprop or sgd")
-      ("lr", po::value<float>()->notifier([&](float v) { config.learning_rate = v; }),
-       "learning rate (default: the optimizer's Keras default)")
-      ("momentum", po::value(&config.momentum)->default_value(0.0f), "SGD momentum (sgd only; refused with adam or rmsprop)")
-      ("lr-schedule", po::value(&schedule),
-       "piecewise-constant rate by 1-based epoch, e.g. 1:1e-3,4:1e-4,8:1e-5, or 'tutorial'")
-      ("seed", po::value(&config.seed)->default_value(config.seed), "seed of weights and shuffling")
-      ("steps", po::value(&config.max_steps), "stop after this many optimizer steps in total")
-      ("checkpoint-dir", po::value(&config.checkpoint_dir),
-       "save checkpoints and metrics.csv here; resume from it if it holds this run's checkpoint")
-      ("checkpoint-every", po::value(&config.checkpoint_every),
-       "save every K steps (default: after every 2nd epoch, as the tutorial)")
-      ("max-to-keep", po::value(&config.max_to_keep)->default_value(config.max_to_keep),
-       "checkpoints kept (0: all)")
-      ("dump-step", po::value(&config.dump_step), "write the weights before step K, its batch and gradients")
-      ("dump-dir", po::value(&config.dump_dir), "directory for --dump-step (step-K.safetensors)")
-      ("shuffle-buffer", po::value(&config.shuffle_buffer), "shuffle buffer size (default: the whole training set)")
-      ("threads", po::value(&threads)->default_value(0), "worker threads, 0 for all cores (results never depend on it)")
-      ("strategy", po::value(&strategy)->default_value(strategy),
-       "one_device, mirrored, central_storage, multi_worker_mirrored, tpu or parameter_server")
-      ("replicas", po::value(&config.cluster.replicas)->default_value(1), "replicas in sync (all workers together)")
-      ("workers", po::value(&config.cluster.workers)->default_value(1), "workers (multi_worker_mirrored); must divide --replicas")
-      ("replicas-per-worker", po::value(&replicas_per_worker)->default_value(1),
-       "under mpirun: replicas each rank holds (the run has ranks x this many replicas; docs/mpi.md)")
-      ("all-reduce", po::value(&all_reduce)->default_value(all_reduce), AllReduceAlgorithmNames(" or ").c_str())
-      ("convention", po::value(&convention)->default_value(convention),
-       "tf (SUM of globally scaled losses) or ddp (MEAN of per-replica means)")
-      ("loss-denominator", po::value(&denominator)->default_value(denominator),
-       "what each replica divides its summed losses by: global (compute_average_loss(l, global_batch_size=G): the "
-       "older tutorial), default (compute_average_loss(l): local batch x replicas, the current tutorial) or "
-       "per-replica (tf.reduce_mean: the pitfall)")
-      ("check-reference", "compare every step with one device on the global batch (exit 1 if a step fails)")
-      ("math", po::value(&math)->default_value(math),
-       "fast (checked against an error bound) or exact (bitwise equal to one device for any replica count)")
-      ("backend", po::value(&backend)->default_value(backend),
-       "where the replicas compute: cpu, cuda (GPUs; docs/gpu.md) or emulated (the CUDA kernels on the CPU)")
-      ("devices", po::value(&devices_text), "--backend cuda: the GPUs, e.g. 0,1 (default 0)")
-      ("streams", po::value(&streams)->default_value(0),
-       "--backend cuda: streams per GPU; emulated: lanes (0: one per replica)")
-      ("regularization-split", po::value(&regularization_split),
-       "tf (every replica adds 1/N of it) or exact (replica 0 adds all of it); default: exact with --math "
-       "exact, else tf")
-      ("regularization-scaling", po::value(&regularization_scaling)->default_value(regularization_scaling),
-       "scaled (scale_regularization_loss: r / N per replica) or unscaled (each replica adds r: the pitfall)")
-      ("empty-replica-loss", po::value(&empty_replica)->default_value(empty_replica),
-       "an empty replica under the default denominator: zero (TF 2.13 and later: its loss is 0) or error (TF 2.12 "
-       "and before: InvalidArgumentError, the run stops)")
-      ("loss-reduction", po::value(&reduction)->default_value(reduction),
-       "the loss object's reduction: none, sum, sum_over_batch_size (Keras 3 runs it: local mean / replicas; "
-       "Keras 2 refuses it) or auto (Keras 2 only, refused)")
-      ("keras", po::value(&keras)->default_value(keras),
-       "the Keras the loss object comes from: 3 (tf.keras since TF 2.16) or 2 (TF 2.15 and before, or tf_keras)")
-      ("inject-fault", po::value(&faults)->composing(),
-       "inject a fault, e.g. die:replica=2,step=5 (kinds: throw, die, straggler, drop, corrupt, nan; "
-       "docs/reliability.md); repeatable")
-      ("collective-timeout", po::value(&config.cluster.collective_timeout_seconds)->default_value(60.0),
-       "how long a collective waits for a replica before the run stops (simulated seconds; under mpirun, "
-       "wall-clock seconds for a rank)")
-      ("backup-dir", po::value(&config.backup_dir),
-       "BackupAndRestore: back the whole state up here, resume from it first, delete it when training ends")
-      ("backup-every", po::value(&config.backup_every), "back up every K steps (default: at the end of every epoch)")
-      ("input", po::value(&input)->default_value(input),
-       "how the data reaches the replicas: dataset (experimental_distribute_dataset of the global batches, split "
-       "per replica) or function (distribute_datasets_from_function: each replica reads per-replica batches; the "
-       "replicas must divide the global batch)")
-      ("rebatch", po::value(&rebatch)->default_value(rebatch),
-       "the split rule experimental_distribute_dataset asks for: v2 or legacy. auto-shard auto or data rewrites v2 "
-       "into legacy (RewriteRebatchV2ToV1), even on one worker, so the default split is legacy; the Input line "
-       "says which rule is in force")
-      ("auto-shard", po::value(&auto_shard)->default_value(auto_shard),
-       "the dataset's auto_shard_policy: off, auto (applies data: the pipeline reads no files), file, data or hint; "
-       "it shards across workers and picks the split rule (auto, data: legacy)")
-      ("drop-remainder", "drop the last short global batch of each epoch")
-      ("topology", po::value(&topology)->default_value(topology),
-       "cost model: fully_connected, ring, switch or torus2d (tpu uses torus2d)")
-      ("link-latency-us", po::value(&link_latency_us)->default_value(link_latency_us), "cost model: per-hop latency")
-      ("link-gbps", po::value(&link_gbps)->default_value(link_gbps), "cost model: link bandwidth, GB/s")
-      ("device-gflops", po::value(&device_gflops)->default_value(device_gflops), "cost model: one replica's compute speed")
-      ("trace", po::value(&config.trace_path), "write a Chrome trace-event JSON (open in Perfetto) of the first steps")
-      ("trace-steps", po::value(&config.trace_steps)->default_value(config.trace_steps), "steps in the trace")
-      ("parameter-servers", po::value(&config.parameter_servers)->default_value(1),
-       "parameter_server: tasks holding the variables (round-robin by variable)")
-      ("straggler-spread", po::value(&config.straggler_spread)->default_value(0.5),
-       "parameter_server: a worker's step takes (1 + spread x uniform[0,1)) x its compute time")
-      ("json", "print one JSON summary on stdout (the per-epoch lines go to stderr)")
-      ("no-progress", "never draw the progress bar");
+  AddRunFlags(options);
   po::variables_map values;
   const int parsed = ParseOptions(
       "train", "[options]",
@@ -465,6 +365,9 @@ int TrainCommand(const std::vector<std::string>& args) {
       "(docs/mpi.md).\n\n" + ModelList(),
       options, args, values);
   if (parsed >= 0) return parsed;
+  RunSettings settings;
+  const Status applied = ApplyRunFlags(values, settings);
+  TrainConfig& config = settings.config;
   // Under mpirun each rank supervises a worker process (cli/mpi_launch.h): fork
   // before any thread exists.
   const bool mpi = LaunchedByMpi();
@@ -476,85 +379,38 @@ int TrainCommand(const std::vector<std::string>& args) {
 #else
     if (const int code = SuperviseWorker(); code >= 0) return code;
     // Several ranks on one machine share its cores.
-    if (threads == 0)
-      threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
-                                                  static_cast<unsigned>(std::max(1, LauncherLocalSize()))));
+    if (settings.threads == 0)
+      settings.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
+                                                           static_cast<unsigned>(std::max(1, LauncherLocalSize()))));
 #endif
   }
-  if (!ApplyThreadCount(threads)) return 2;
-  if (!schedule.empty()) {
-    auto parsed_schedule = ParseLearningRateSchedule(schedule);
-    if (!parsed_schedule.ok()) return ReportError("train", parsed_schedule.status());
-    config.schedule = std::move(parsed_schedule).value();
-  }
-  {
-    // Each name through its parser; the first unknown one is reported.
-    Status status;
-    auto parse = [&status](const std::string& text, auto parse_name, auto& out) {
-      if (!status.ok()) return;
-      auto parsed = parse_name(text);
-      if (parsed.ok()) out = *parsed;
-      else status = parsed.status();
-    };
-    parse(strategy, ParseStrategy, config.cluster.strategy);
-    parse(all_reduce, ParseAllReduceAlgorithm, config.cluster.all_reduce);
-    parse(convention, ParseConvention, config.cluster.convention);
-    parse(denominator, ParseLossDenominator, config.cluster.denominator);
-    parse(math, ParseMathMode, config.cluster.math);
-    if (!regularization_split.empty()) {
-      RegularizationSplit split = RegularizationSplit::kTf;
-      parse(regularization_split, ParseRegularizationSplit, split);
-      config.cluster.regularization_split = split;
-    }
-    parse(regularization_scaling, ParseRegularizationScaling, config.cluster.regularization_scaling);
-    parse(empty_replica, ParseEmptyReplicaLoss, config.cluster.empty_replica);
-    parse(reduction, ParseLossReduction, config.cluster.reduction);
-    parse(keras, ParseKerasVersion, config.cluster.keras);
-    parse(input, ParseInputApi, config.input);
-    parse(rebatch, ParseRebatchRule, config.rebatch);
-    parse(auto_shard, ParseAutoShardPolicy, config.shard_policy);
-    parse(topology, ParseTopologyKind, config.topology);
-    for (const auto& text : faults) {
-      auto fault = ParseFaultSpec(text);
-      if (!fault.ok()) return ReportError("train", fault.status());
-      config.cluster.faults.push_back(*fault);
-    }
-    if (!status.ok()) return ReportError("train", status);
-    if (config.cluster.strategy == StrategyKind::kParameterServer && values["replicas"].defaulted())
-      config.cluster.replicas = config.cluster.workers;
-    config.cluster.check_reference = values.count("check-reference") > 0;
-    config.drop_remainder = values.count("drop-remainder") > 0;
-    if (config.cluster.strategy == StrategyKind::kTpu && values["topology"].defaulted())
-      config.topology = TopologyKind::kTorus2D;
-    config.link.latency_seconds = link_latency_us * 1e-6;
-    config.link.bandwidth_bytes_per_second = link_gbps * 1e9;
-    config.device_flops_per_second = device_gflops * 1e9;
-    if (config.cluster.replicas > 1 && values["strategy"].defaulted()) config.cluster.strategy = StrategyKind::kMirrored;
-  }
+  if (!ApplyThreadCount(settings.threads)) return 2;
+  if (!applied.ok()) return ReportError("train", applied);
+  ApplyDependentDefaults(settings, OptionSource::kCommandLine);
   MpiRun run;
   std::string command = "train";
 #ifdef DTLAB_WITH_MPI
   if (mpi) {
     command = "train (rank " + std::to_string(LauncherRank()) + ")";
-    if (Status status = JoinMpiWorld(args, replicas_per_worker, !values["replicas"].defaulted(),
-                                     !values["workers"].defaulted(), !values["all-reduce"].defaulted(), config, run);
+    if (Status status = JoinMpiWorld(args, settings.replicas_per_worker, settings.Given("replicas"),
+                                     settings.Given("workers"), settings.Given("all-reduce"), config, run);
         !status.ok())
       return ReportError(command, status);
   }
 #endif
-  if (!mpi && !values["replicas-per-worker"].defaulted())
+  if (!mpi && settings.Given("replicas-per-worker"))
     return ReportError("train", Status::InvalidArgument("--replicas-per-worker is for runs under mpirun (docs/mpi.md); "
                                                         "in one process use --workers and --replicas"));
   if (Status status = config.Validate(); !status.ok()) return ReportError(command, status);
-  if (backend != "cpu" || !devices_text.empty() || streams != 0) {
-    auto devices = ParseDeviceList(devices_text);
+  if (settings.backend != "cpu" || !settings.devices.empty() || settings.streams != 0) {
+    auto devices = ParseDeviceList(settings.devices);
     if (!devices.ok()) return ReportError(command, devices.status());
-    auto factory = ComputeBackendFactory(backend, *devices, streams, config.cluster.replicas);
+    auto factory = ComputeBackendFactory(settings.backend, *devices, settings.streams, config.cluster.replicas);
     if (!factory.ok()) return ReportError(command, factory.status());
     config.make_compute_backend = *factory;
   }
 
-  const bool json = values.count("json") > 0;
+  const bool json = settings.json;
   auto data = LoadMnistStyleDataset(config.dataset);
   if (!data.ok()) return ReportError(command, data.status());
   // Only the chief (rank 0) reports; the other ranks print errors only.
@@ -564,7 +420,7 @@ int TrainCommand(const std::vector<std::string>& args) {
     quiet.reset(std::fopen("/dev/null", "w"));
     if (quiet) human = quiet.get();
   }
-  ConsoleObserver observer(human, run.rank == 0 && !values.count("no-progress") && isatty(STDERR_FILENO), config.epochs);
+  ConsoleObserver observer(human, run.rank == 0 && !settings.no_progress && isatty(STDERR_FILENO), config.epochs);
   auto report = Train(config, *data, &observer);
   if (!report.ok()) return ReportError(command, report.status());
 #ifdef DTLAB_WITH_MPI
@@ -583,7 +439,7 @@ int TrainCommand(const std::vector<std::string>& args) {
                  static_cast<unsigned long long>(report->weights_digest));
   if (json) {
     nlohmann::json out = ToJson(config, *report);
-    out["backend"] = backend;
+    out["backend"] = settings.backend;
     PrintJson(out);
   } else {
     std::fprintf(human, "Trained %lld steps in %.1f s (%.0f images/s); final test accuracy %.2f%%\n",

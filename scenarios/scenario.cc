@@ -10,168 +10,13 @@
 
 #include <toml++/toml.h>
 
-#include "core/checked_number.h"
 #include "core/file_io.h"
 #include "core/model.h"
 #include "core/text.h"
-#include "sim/strategy.h"
-#include "sim/topology.h"
+#include "scenarios/table_reader.h"
 
 namespace dtlab {
 namespace {
-
-// Reads one TOML table, key by key, into typed fields. The first error wins and is
-// kept in `status`; every read after it is a no-op, so a section reads straight
-// through and the caller checks once.
-class TableReader {
- public:
-  TableReader(const toml::table& table, std::string section, std::string path, Status* status)
-      : table_(table), section_(std::move(section)), path_(std::move(path)), status_(status) {}
-
-  // Fails on any key of the table not in `allowed`.
-  void AllowOnly(const std::vector<std::string_view>& allowed) {
-    for (auto&& [key, node] : table_) {
-      if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
-      Fail(node, "unknown key '" + std::string(key.str()) + "' in " + Where() + "; allowed keys: " +
-                     JoinText(allowed, ", "));
-      return;
-    }
-  }
-
-  void String(std::string_view key, std::string& out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_string()) return WrongType(*node, key, "a string");
-    out = node->as_string()->get();
-  }
-  // Text the scenario shows (a title, a description): its control characters
-  // escaped (EscapeControl), so that none acts on the terminal. Values (paths,
-  // names, overrides) stay as written: they are checked where they are used, and
-  // an error quoting one is escaped by the command.
-  void Text(std::string_view key, std::string& out) {
-    String(key, out);
-    out = EscapeControl(out, /*keep_line_breaks=*/true);
-  }
-  void TextList(std::string_view key, std::vector<std::string>& out) {
-    StringList(key, out);
-    for (std::string& text : out) text = EscapeControl(text, /*keep_line_breaks=*/true);
-  }
-  template <typename Int>
-  void Integer(std::string_view key, Int& out, std::int64_t min, std::int64_t max) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_integer()) return WrongType(*node, key, "an integer");
-    // Checked in the field's own type (core/checked_number.h), never cast first.
-    auto v = NarrowInteger<Int>(node->as_integer()->get(), Key(key), static_cast<Int>(min), static_cast<Int>(max));
-    if (!v.ok()) return Fail(*node, v.status().message());
-    out = *v;
-  }
-  void Real(std::string_view key, double& out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    double v = 0;
-    if (node->is_integer()) v = static_cast<double>(node->as_integer()->get());
-    else if (node->is_floating_point()) v = node->as_floating_point()->get();
-    else return WrongType(*node, key, "a number");
-    // nan and inf are TOML numbers, but no setting of a scenario means them.
-    if (Status finite = CheckFinite(v, Key(key)); !finite.ok()) return Fail(*node, finite.message());
-    out = v;
-  }
-  // A relative tolerance: the rule lesson questions use too (core/checked_number.h).
-  void Tolerance(std::string_view key, double& out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    double v = out;
-    Real(key, v);
-    if (!ok()) return;
-    if (Status valid = CheckRelativeTolerance(v, Key(key)); !valid.ok()) return Fail(*node, valid.message());
-    out = v;
-  }
-  void OptionalReal(std::string_view key, std::optional<double>& out) {
-    if (!Find(key)) return;
-    double v = 0;
-    Real(key, v);
-    out = v;
-  }
-  void Boolean(std::string_view key, bool& out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_boolean()) return WrongType(*node, key, "true or false");
-    out = node->as_boolean()->get();
-  }
-  void StringList(std::string_view key, std::vector<std::string>& out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_array()) return WrongType(*node, key, "a list of strings");
-    out.clear();
-    for (const toml::node& item : *node->as_array()) {
-      if (!item.is_string()) return WrongType(item, key, "a list of strings");
-      out.push_back(item.as_string()->get());
-    }
-  }
-  void RealList(std::string_view key, std::vector<double>& out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_array()) return WrongType(*node, key, "a list of numbers");
-    out.clear();
-    for (const toml::node& item : *node->as_array()) {
-      if (item.is_integer()) out.push_back(static_cast<double>(item.as_integer()->get()));
-      else if (item.is_floating_point()) out.push_back(item.as_floating_point()->get());
-      else return WrongType(item, key, "a list of numbers");
-      if (Status finite = CheckFinite(out.back(), Key(key) + " item"); !finite.ok()) return Fail(item, finite.message());
-    }
-  }
-  // A name parsed by `parse` (an enum table): its error lists the allowed names.
-  template <typename T, typename Parse>
-  void Name(std::string_view key, T& out, Parse parse) {
-    std::string text;
-    const toml::node* node = Find(key);
-    if (!node) return;
-    String(key, text);
-    if (!status_->ok()) return;
-    auto parsed = parse(text);
-    if (!parsed.ok()) return Fail(*node, Key(key) + ": " + parsed.status().message());
-    out = *parsed;
-  }
-
-  bool Has(std::string_view key) const { return table_.contains(key); }
-  void Fail(const toml::node& node, const std::string& message) { FailAt(node.source(), message); }
-  void FailHere(const std::string& message) { FailAt(table_.source(), message); }
-  bool ok() const { return status_->ok(); }
-
- private:
-  const toml::node* Find(std::string_view key) const { return status_->ok() ? table_.get(key) : nullptr; }
-  std::string Where() const { return section_.empty() ? "the top level" : "[" + section_ + "]"; }
-  std::string Key(std::string_view key) const {
-    std::string text = "'";
-    if (!section_.empty()) text += section_ + ".";
-    return text + std::string(key) + "'";
-  }
-  void WrongType(const toml::node& node, std::string_view key, const std::string& expected) {
-    Fail(node, Key(key) + " must be " + expected + ", got " + TypeName(node));
-  }
-  static std::string TypeName(const toml::node& node) {
-    switch (node.type()) {
-      case toml::node_type::string: return "a string";
-      case toml::node_type::integer: return "an integer";
-      case toml::node_type::floating_point: return "a number with a fraction";
-      case toml::node_type::boolean: return "a boolean";
-      case toml::node_type::array: return "a list";
-      case toml::node_type::table: return "a table";
-      default: return "a date or time";
-    }
-  }
-  void FailAt(const toml::source_region& where, const std::string& message) {
-    if (!status_->ok()) return;
-    // A value from a --set (or a variant's set) has no line in the file.
-    if (where.begin.line == 0) *status_ = Status::InvalidArgument(path_ + ": in a --set or [[variant]] set: " + message);
-    else *status_ = Status::InvalidArgument(path_ + ":" + std::to_string(where.begin.line) + ": " + message);
-  }
-
-  const toml::table& table_;
-  std::string section_, path_;
-  Status* status_;
-};
 
 // Applies "a.b.c=value" to `root`: the value is TOML ("4", "true", "\"x\"", "[1, 2]"),
 // or a bare word taken as a string. Errors name the --set.
@@ -226,107 +71,38 @@ const toml::table* Section(const toml::table& root, std::string_view name, Table
   return node->as_table();
 }
 
-// The base run's configuration from the whole document.
+// The base run's configuration from the whole document: each section's keys
+// through the run option table (scenarios/run_options.h).
 void ReadRun(const toml::table& root, const std::string& path, ScenarioRun& run, Status* status) {
   TableReader top(root, "", path, status);
-  TrainConfig& c = run.config;
-  c.epochs = 1;
-  if (const toml::table* t = Section(root, "cluster", top)) {
-    TableReader r(*t, "cluster", path, status);
-    r.AllowOnly({"strategy", "replicas", "workers", "all_reduce", "topology", "parameter_servers", "straggler_spread"});
-    r.Name("strategy", c.cluster.strategy, ParseStrategy);
-    r.Integer("replicas", c.cluster.replicas, 1, 4096);
-    r.Integer("workers", c.cluster.workers, 1, 4096);
-    r.Name("all_reduce", c.cluster.all_reduce, ParseAllReduceAlgorithm);
-    r.Name("topology", c.topology, ParseTopologyKind);
-    r.Integer("parameter_servers", c.parameter_servers, 1, 1024);
-    r.Real("straggler_spread", c.straggler_spread);
-    if (c.cluster.strategy == StrategyKind::kParameterServer && !r.Has("replicas")) c.cluster.replicas = c.cluster.workers;
-    if (c.cluster.strategy == StrategyKind::kTpu && !r.Has("topology")) c.topology = TopologyKind::kTorus2D;
-  }
-  if (const toml::table* t = Section(root, "data", top)) {
-    TableReader r(*t, "data", path, status);
-    r.AllowOnly({"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch",
-                 "shard", "drop_remainder", "shuffle_buffer"});
-    r.Name("input", c.input, ParseInputApi);
-    r.String("source", run.data.source);
-    r.Integer("train_examples", run.data.train_examples, 0, 1'000'000);
-    r.Integer("test_examples", run.data.test_examples, 0, 1'000'000);
-    std::int64_t global_batch = 0;
-    r.Integer("global_batch", global_batch, 1, 1'000'000);
-    if (global_batch > 0) c.global_batch = global_batch;
-    r.Integer("batch_per_replica", c.batch_per_replica, 1, 1'000'000);
-    r.Name("rebatch", c.rebatch, ParseRebatchRule);
-    r.Name("shard", c.shard_policy, ParseAutoShardPolicy);
-    r.Boolean("drop_remainder", c.drop_remainder);
-    r.Integer("shuffle_buffer", c.shuffle_buffer, 0, 1'000'000);
-    if (r.ok() && run.data.source != "fashion-mnist" && run.data.source != "mnist" && run.data.source != "synthetic" &&
-        !run.data.source.empty() && run.data.source[0] != '/')  // a directory relative to the scenario file
-      run.data.source = (std::filesystem::path(path).parent_path() / run.data.source).string();
-  }
-  if (const toml::table* t = Section(root, "model", top)) {
-    TableReader r(*t, "model", path, status);
-    r.AllowOnly({"name"});
-    r.String("name", c.model);
-    if (r.ok() && !r.Has("name")) r.FailHere("[model] needs name");
+  RunSettings settings;
+  TrainConfig& c = settings.config;
+  c.epochs = 1;  // a scenario's runs are short: one epoch unless it says otherwise
+  for (const RunOptionSection& section : RunOptionSections()) {
+    const toml::table* t = Section(root, section.name, top);
+    if (!t) continue;
+    TableReader r(*t, std::string(section.name), path, status);
+    r.AllowOnly(section.keys);
+    for (const std::string_view key : section.keys)
+      r.Option(*FindRunOptionByKey(std::string(section.name) + "." + std::string(key)), key, settings);
+    if (!r.ok()) continue;
+    std::string& source = settings.data.source;
+    if (section.name == "data" && source != "fashion-mnist" && source != "mnist" && source != "synthetic" &&
+        !source.empty() && source[0] != '/')  // a directory relative to the scenario file
+      source = (std::filesystem::path(path).parent_path() / source).string();
+    if (section.name != "model") continue;
+    if (!r.Has("name")) r.FailHere("[model] needs name");
     const auto models = ListModels();
     const bool known = std::any_of(models.begin(), models.end(), [&](const auto& m) { return m.name == c.model; });
     if (r.ok() && !known)
       r.Fail(*t->get("name"), "unknown model '" + c.model + "'; allowed values: " +
                                   JoinText(models, ", ", [](const auto& m) { return m.name; }));
   }
-  if (const toml::table* t = Section(root, "loss", top)) {
-    TableReader r(*t, "loss", path, status);
-    r.AllowOnly({"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"});
-    r.Name("convention", c.cluster.convention, ParseConvention);
-    r.Name("denominator", c.cluster.denominator, ParseLossDenominator);
-    r.Name("regularization", c.cluster.regularization_scaling, ParseRegularizationScaling);
-    RegularizationSplit split = RegularizationSplit::kTf;
-    r.Name("split", split, ParseRegularizationSplit);
-    if (r.Has("split")) c.cluster.regularization_split = split;
-    r.Name("reduction", c.cluster.reduction, ParseLossReduction);
-    if (const toml::node* keras = t->get("keras"); keras != nullptr && keras->is_integer()) {
-      auto parsed = ParseKerasVersion(std::to_string(**keras->as_integer()));  // keras = 2 as well as "2"
-      if (!parsed.ok()) r.Fail(*keras, "loss.keras: " + parsed.status().message());
-      else c.cluster.keras = *parsed;
-    } else {
-      r.Name("keras", c.cluster.keras, ParseKerasVersion);
-    }
-    r.Name("empty_replica", c.cluster.empty_replica, ParseEmptyReplicaLoss);
-  }
-  if (const toml::table* t = Section(root, "optimizer", top)) {
-    TableReader r(*t, "optimizer", path, status);
-    r.AllowOnly({"name", "learning_rate", "momentum"});
-    r.String("name", c.optimizer);
-    std::optional<double> rate;
-    r.OptionalReal("learning_rate", rate);
-    if (rate) c.learning_rate = static_cast<float>(*rate);
-    double momentum = 0;
-    r.Real("momentum", momentum);
-    c.momentum = static_cast<float>(momentum);
-  }
-  if (const toml::table* t = Section(root, "run", top)) {
-    TableReader r(*t, "run", path, status);
-    r.AllowOnly({"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults",
-                 "collective_timeout"});
-    r.Name("math", c.cluster.math, ParseMathMode);
-    r.Integer("steps", c.max_steps, 1, 1'000'000);
-    r.Integer("epochs", c.epochs, 1, 1000);
-    r.Integer("seed", c.seed, 0, std::numeric_limits<std::int64_t>::max());
-    r.Boolean("check_reference", c.cluster.check_reference);
-    r.Integer("checkpoint_every", c.checkpoint_every, 0, 1'000'000);
-    std::vector<std::string> faults;
-    r.StringList("faults", faults);
-    for (const auto& text : faults) {
-      auto fault = ParseFaultSpec(text);
-      if (r.ok() && !fault.ok()) r.Fail(*t->get("faults"), fault.status().message());
-      if (fault.ok()) c.cluster.faults.push_back(*fault);
-    }
-    r.Real("collective_timeout", c.cluster.collective_timeout_seconds);
-
-  }
   if (!status->ok()) return;
-  if (Status valid = c.Validate(); !valid.ok() && valid.message().find("reduction") == std::string::npos)
+  ApplyDependentDefaults(settings, OptionSource::kScenarioFile);
+  run.config = std::move(settings.config);
+  run.data = std::move(settings.data);
+  if (Status valid = run.config.Validate(); !valid.ok() && valid.message().find("reduction") == std::string::npos)
     *status = Status::InvalidArgument(path + ": run '" + run.name + "': " + valid.message());
 }
 

@@ -15,6 +15,8 @@
 //
 // Every key is checked: an unknown key, a wrong type or an unknown name is an
 // InvalidArgument "FILE:LINE: ..." naming the key and the allowed keys or values.
+// A run's keys are the options of scenarios/run_options.h, which `dtlab train`'s
+// flags read too.
 // `--set key=value` overrides (dotted keys, TOML values; a bare word is a string)
 // apply to the base before validation; their errors name the --set.
 //
@@ -28,17 +30,11 @@
 #include <vector>
 
 #include "core/status.h"
+#include "scenarios/run_options.h"
 #include "sim/loss_check.h"
 #include "sim/trainer.h"
 
 namespace dtlab {
-
-/// Where a run's data comes from.
-struct ScenarioData {
-  std::string source = "fashion-mnist";  // fashion-mnist, mnist, synthetic, or a directory
-  std::int64_t train_examples = 0;       // the first N training examples (0: all); synthetic: how many
-  std::int64_t test_examples = 0;        // the first N test examples (0: all); synthetic: how many (default 500)
-};
 
 /// One training run: the base ("main") or a variant of it.
 struct ScenarioRun {

@@ -1,0 +1,334 @@
+#include "scenarios/run_options.h"
+
+#include <charconv>
+#include <limits>
+
+#include "core/checked_number.h"
+#include "sim/all_reduce_registry.h"
+#include "sim/collectives.h"
+#include "sim/distributed_input.h"
+#include "sim/faults.h"
+#include "sim/strategy.h"
+#include "sim/topology.h"
+
+namespace dtlab {
+namespace {
+
+using V = const OptionValue&;
+using S = RunSettings&;
+
+std::int64_t Int(V v) { return std::get<std::int64_t>(v); }
+double Real(V v) { return std::get<double>(v); }
+const std::string& Text(V v) { return std::get<std::string>(v); }
+Status Ok() { return Status::Ok(); }
+
+// A name through its parser (an enum's name table).
+template <typename T, typename Parse>
+Status SetName(V v, Parse parse, T& out) {
+  DTLAB_ASSIGN_OR_RETURN(out, parse(Text(v)));
+  return Ok();
+}
+
+constexpr std::int64_t kMillion = 1'000'000;
+
+// Each entry names only the fields it sets; the others keep RunOption's defaults.
+// The table keeps its own layout: one option, a few lines, each field where a
+// reader looks for it.
+// clang-format off
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+std::vector<RunOption> MakeTable() {
+  using enum OptionType;
+  // The registry's names (sim/all_reduce_registry.h), kept for the table's string_views.
+  static const std::string kAllReduceHelp = AllReduceAlgorithmNames(" or ");
+  return {
+      {.flag = "model", .key = "model.name", .type = kText, .default_text = "seed-cnn",
+       .help = "seed-cnn, mnist-cnn or linear",
+       .apply = [](V v, S s) { s.config.model = Text(v); return Ok(); }},
+      {.flag = "dataset", .type = kText, .default_text = "fashion-mnist",
+       .help = "fashion-mnist, mnist, or a directory holding the four IDX files",
+       .apply = [](V v, S s) { s.config.dataset = Text(v); return Ok(); }},
+      {.flag = "epochs", .key = "run.epochs", .type = kInt64, .default_text = "10", .min = 1, .max = 1000,
+       .help = "passes over the training set",
+       .apply = [](V v, S s) { s.config.epochs = Int(v); return Ok(); }},
+      {.flag = "batch-per-replica", .key = "data.batch_per_replica", .type = kInt64, .default_text = "64", .min = 1,
+       .max = kMillion,
+       .help = "examples per replica per step; the global batch is this times --replicas",
+       .apply = [](V v, S s) { s.config.batch_per_replica = Int(v); return Ok(); }},
+      {.flag = "global-batch", .key = "data.global_batch", .type = kInt64, .min = 1, .max = kMillion,
+       .help = "the global batch instead (need not divide evenly: replicas may get short or empty batches)",
+       .apply = [](V v, S s) { s.config.global_batch = Int(v); return Ok(); }},
+      {.flag = "optimizer", .key = "optimizer.name", .type = kText, .default_text = "adam",
+       .help = "adam, rmsprop or sgd",
+       .apply = [](V v, S s) { s.config.optimizer = Text(v); return Ok(); }},
+      {.flag = "lr", .key = "optimizer.learning_rate", .type = kFloat,
+       .help = "learning rate (default: the optimizer's Keras default)",
+       .apply = [](V v, S s) { s.config.learning_rate = static_cast<float>(Real(v)); return Ok(); }},
+      {.flag = "momentum", .key = "optimizer.momentum", .type = kFloat, .default_text = "0",
+       .help = "SGD momentum (sgd only; refused with adam or rmsprop)",
+       .apply = [](V v, S s) { s.config.momentum = static_cast<float>(Real(v)); return Ok(); }},
+      {.flag = "lr-schedule", .type = kText,
+       .help = "piecewise-constant rate by 1-based epoch, e.g. 1:1e-3,4:1e-4,8:1e-5, or 'tutorial'",
+       .apply = [](V v, S s) {
+         DTLAB_ASSIGN_OR_RETURN(s.config.schedule, ParseLearningRateSchedule(Text(v)));
+         return Ok();
+       }},
+      {.flag = "seed", .key = "run.seed", .type = kUint64, .default_text = "1", .min = 0,
+       .max = std::numeric_limits<std::int64_t>::max(),
+       .help = "seed of weights and shuffling",
+       .apply = [](V v, S s) { s.config.seed = std::get<std::uint64_t>(v); return Ok(); }},
+      {.flag = "steps", .key = "run.steps", .type = kInt64, .min = 1, .max = kMillion,
+       .help = "stop after this many optimizer steps in total",
+       .apply = [](V v, S s) { s.config.max_steps = Int(v); return Ok(); }},
+      {.flag = "checkpoint-dir", .type = kText,
+       .help = "save checkpoints and metrics.csv here; resume from it if it holds this run's checkpoint",
+       .apply = [](V v, S s) { s.config.checkpoint_dir = Text(v); return Ok(); }},
+      {.flag = "checkpoint-every", .key = "run.checkpoint_every", .type = kInt64, .min = 0, .max = kMillion,
+       .help = "save every K steps (default: after every 2nd epoch, as the tutorial)",
+       .apply = [](V v, S s) { s.config.checkpoint_every = Int(v); return Ok(); }},
+      {.flag = "max-to-keep", .type = kInt32, .default_text = "5",
+       .help = "checkpoints kept (0: all)",
+       .apply = [](V v, S s) { s.config.max_to_keep = static_cast<int>(Int(v)); return Ok(); }},
+      {.flag = "dump-step", .type = kInt64,
+       .help = "write the weights before step K, its batch and gradients",
+       .apply = [](V v, S s) { s.config.dump_step = Int(v); return Ok(); }},
+      {.flag = "dump-dir", .type = kText,
+       .help = "directory for --dump-step (step-K.safetensors)",
+       .apply = [](V v, S s) { s.config.dump_dir = Text(v); return Ok(); }},
+      {.flag = "shuffle-buffer", .key = "data.shuffle_buffer", .type = kInt64, .min = 0, .max = kMillion,
+       .help = "shuffle buffer size (default: the whole training set)",
+       .apply = [](V v, S s) { s.config.shuffle_buffer = Int(v); return Ok(); }},
+      {.flag = "threads", .type = kInt32, .default_text = "0",
+       .help = "worker threads, 0 for all cores (results never depend on it)",
+       .apply = [](V v, S s) { s.threads = static_cast<int>(Int(v)); return Ok(); }},
+      {.flag = "strategy", .key = "cluster.strategy", .type = kName, .default_text = "one_device",
+       .help = "one_device, mirrored, central_storage, multi_worker_mirrored, tpu or parameter_server",
+       .apply = [](V v, S s) { return SetName(v, ParseStrategy, s.config.cluster.strategy); }},
+      {.flag = "replicas", .key = "cluster.replicas", .type = kInt32, .default_text = "1", .min = 1, .max = 4096,
+       .help = "replicas in sync (all workers together)",
+       .apply = [](V v, S s) { s.config.cluster.replicas = static_cast<std::int32_t>(Int(v)); return Ok(); }},
+      {.flag = "workers", .key = "cluster.workers", .type = kInt32, .default_text = "1", .min = 1, .max = 4096,
+       .help = "workers (multi_worker_mirrored); must divide --replicas",
+       .apply = [](V v, S s) { s.config.cluster.workers = static_cast<std::int32_t>(Int(v)); return Ok(); }},
+      {.flag = "replicas-per-worker", .type = kInt32, .default_text = "1",
+       .help = "under mpirun: replicas each rank holds (the run has ranks x this many replicas; docs/mpi.md)",
+       .apply = [](V v, S s) { s.replicas_per_worker = static_cast<std::int32_t>(Int(v)); return Ok(); }},
+      {.flag = "all-reduce", .key = "cluster.all_reduce", .type = kName, .default_text = "ring",
+       .help = kAllReduceHelp,
+       .apply = [](V v, S s) { return SetName(v, ParseAllReduceAlgorithm, s.config.cluster.all_reduce); }},
+      {.flag = "convention", .key = "loss.convention", .type = kName, .default_text = "tf",
+       .help = "tf (SUM of globally scaled losses) or ddp (MEAN of per-replica means)",
+       .apply = [](V v, S s) { return SetName(v, ParseConvention, s.config.cluster.convention); }},
+      {.flag = "loss-denominator", .key = "loss.denominator", .type = kName, .default_text = "global",
+       .help = "what each replica divides its summed losses by: global (compute_average_loss(l, global_batch_size=G): "
+               "the older tutorial), default (compute_average_loss(l): local batch x replicas, the current tutorial) "
+               "or per-replica (tf.reduce_mean: the pitfall)",
+       .apply = [](V v, S s) { return SetName(v, ParseLossDenominator, s.config.cluster.denominator); }},
+      {.flag = "check-reference", .key = "run.check_reference", .type = kSwitch,
+       .help = "compare every step with one device on the global batch (exit 1 if a step fails)",
+       .apply = [](V v, S s) { s.config.cluster.check_reference = std::get<bool>(v); return Ok(); }},
+      {.flag = "math", .key = "run.math", .type = kName, .default_text = "fast",
+       .help = "fast (checked against an error bound) or exact (bitwise equal to one device for any replica count)",
+       .apply = [](V v, S s) { return SetName(v, ParseMathMode, s.config.cluster.math); }},
+      {.flag = "backend", .type = kText, .default_text = "cpu",
+       .help = "where the replicas compute: cpu, cuda (GPUs; docs/gpu.md) or emulated (the CUDA kernels on the CPU)",
+       .apply = [](V v, S s) { s.backend = Text(v); return Ok(); }},
+      {.flag = "devices", .type = kText,
+       .help = "--backend cuda: the GPUs, e.g. 0,1 (default 0)",
+       .apply = [](V v, S s) { s.devices = Text(v); return Ok(); }},
+      {.flag = "streams", .type = kInt32, .default_text = "0",
+       .help = "--backend cuda: streams per GPU; emulated: lanes (0: one per replica)",
+       .apply = [](V v, S s) { s.streams = static_cast<int>(Int(v)); return Ok(); }},
+      {.flag = "regularization-split", .key = "loss.split", .type = kName,
+       .help = "tf (every replica adds 1/N of it) or exact (replica 0 adds all of it); default: exact with --math "
+               "exact, else tf",
+       .apply = [](V v, S s) {
+         RegularizationSplit split = RegularizationSplit::kTf;
+         DTLAB_RETURN_IF_ERROR(SetName(v, ParseRegularizationSplit, split));
+         s.config.cluster.regularization_split = split;
+         return Ok();
+       }},
+      {.flag = "regularization-scaling", .key = "loss.regularization", .type = kName, .default_text = "scaled",
+       .help = "scaled (scale_regularization_loss: r / N per replica) or unscaled (each replica adds r: the pitfall)",
+       .apply = [](V v, S s) {
+         return SetName(v, ParseRegularizationScaling, s.config.cluster.regularization_scaling);
+       }},
+      {.flag = "empty-replica-loss", .key = "loss.empty_replica", .type = kName, .default_text = "zero",
+       .help = "an empty replica under the default denominator: zero (TF 2.13 and later: its loss is 0) or error (TF "
+               "2.12 and before: InvalidArgumentError, the run stops)",
+       .apply = [](V v, S s) { return SetName(v, ParseEmptyReplicaLoss, s.config.cluster.empty_replica); }},
+      {.flag = "loss-reduction", .key = "loss.reduction", .type = kName, .default_text = "none",
+       .help = "the loss object's reduction: none, sum, sum_over_batch_size (Keras 3 runs it: local mean / replicas; "
+               "Keras 2 refuses it) or auto (Keras 2 only, refused)",
+       .apply = [](V v, S s) { return SetName(v, ParseLossReduction, s.config.cluster.reduction); }},
+      {.flag = "keras", .key = "loss.keras", .type = kName, .default_text = "3", .integer_name = true,
+       .help = "the Keras the loss object comes from: 3 (tf.keras since TF 2.16) or 2 (TF 2.15 and before, or "
+               "tf_keras)",
+       .apply = [](V v, S s) { return SetName(v, ParseKerasVersion, s.config.cluster.keras); }},
+      {.flag = "inject-fault", .key = "run.faults", .type = kTextList,
+       .help = "inject a fault, e.g. die:replica=2,step=5 (kinds: throw, die, straggler, drop, corrupt, nan; "
+               "docs/reliability.md); repeatable",
+       .apply = [](V v, S s) {
+         for (const std::string& text : std::get<std::vector<std::string>>(v)) {
+           DTLAB_ASSIGN_OR_RETURN(const FaultSpec fault, ParseFaultSpec(text));
+           s.config.cluster.faults.push_back(fault);
+         }
+         return Ok();
+       }},
+      {.flag = "collective-timeout", .key = "run.collective_timeout", .type = kDouble, .default_text = "60",
+       .help = "how long a collective waits for a replica before the run stops (simulated seconds; under mpirun, "
+               "wall-clock seconds for a rank)",
+       .apply = [](V v, S s) { s.config.cluster.collective_timeout_seconds = Real(v); return Ok(); }},
+      {.flag = "backup-dir", .type = kText,
+       .help = "BackupAndRestore: back the whole state up here, resume from it first, delete it when training ends",
+       .apply = [](V v, S s) { s.config.backup_dir = Text(v); return Ok(); }},
+      {.flag = "backup-every", .type = kInt64,
+       .help = "back up every K steps (default: at the end of every epoch)",
+       .apply = [](V v, S s) { s.config.backup_every = Int(v); return Ok(); }},
+      {.flag = "input", .key = "data.input", .type = kName, .default_text = "dataset",
+       .help = "how the data reaches the replicas: dataset (experimental_distribute_dataset of the global batches, "
+               "split per replica) or function (distribute_datasets_from_function: each replica reads per-replica "
+               "batches; the replicas must divide the global batch)",
+       .apply = [](V v, S s) { return SetName(v, ParseInputApi, s.config.input); }},
+      {.flag = "rebatch", .key = "data.rebatch", .type = kName, .default_text = "v2",
+       .help = "the split rule experimental_distribute_dataset asks for: v2 or legacy. auto-shard auto or data "
+               "rewrites v2 into legacy (RewriteRebatchV2ToV1), even on one worker, so the default split is legacy; "
+               "the Input line says which rule is in force",
+       .apply = [](V v, S s) { return SetName(v, ParseRebatchRule, s.config.rebatch); }},
+      {.flag = "auto-shard", .key = "data.shard", .type = kName, .default_text = "auto",
+       .help = "the dataset's auto_shard_policy: off, auto (applies data: the pipeline reads no files), file, data "
+               "or hint; it shards across workers and picks the split rule (auto, data: legacy)",
+       .apply = [](V v, S s) { return SetName(v, ParseAutoShardPolicy, s.config.shard_policy); }},
+      {.flag = "drop-remainder", .key = "data.drop_remainder", .type = kSwitch,
+       .help = "drop the last short global batch of each epoch",
+       .apply = [](V v, S s) { s.config.drop_remainder = std::get<bool>(v); return Ok(); }},
+      {.flag = "topology", .key = "cluster.topology", .type = kName, .default_text = "fully_connected",
+       .help = "cost model: fully_connected, ring, switch or torus2d (tpu uses torus2d)",
+       .apply = [](V v, S s) { return SetName(v, ParseTopologyKind, s.config.topology); }},
+      // The command line's units; the config holds seconds, bytes and flops.
+      {.flag = "link-latency-us", .type = kDouble, .default_text = "5",
+       .help = "cost model: per-hop latency",
+       .apply = [](V v, S s) { s.config.link.latency_seconds = Real(v) * 1e-6; return Ok(); }},
+      {.flag = "link-gbps", .type = kDouble, .default_text = "25",
+       .help = "cost model: link bandwidth, GB/s",
+       .apply = [](V v, S s) { s.config.link.bandwidth_bytes_per_second = Real(v) * 1e9; return Ok(); }},
+      {.flag = "device-gflops", .type = kDouble, .default_text = "100",
+       .help = "cost model: one replica's compute speed",
+       .apply = [](V v, S s) { s.config.device_flops_per_second = Real(v) * 1e9; return Ok(); }},
+      {.flag = "trace", .type = kText,
+       .help = "write a Chrome trace-event JSON (open in Perfetto) of the first steps",
+       .apply = [](V v, S s) { s.config.trace_path = Text(v); return Ok(); }},
+      {.flag = "trace-steps", .type = kInt64, .default_text = "3",
+       .help = "steps in the trace",
+       .apply = [](V v, S s) { s.config.trace_steps = Int(v); return Ok(); }},
+      {.flag = "parameter-servers", .key = "cluster.parameter_servers", .type = kInt32, .default_text = "1", .min = 1,
+       .max = 1024,
+       .help = "parameter_server: tasks holding the variables (round-robin by variable)",
+       .apply = [](V v, S s) { s.config.parameter_servers = static_cast<std::int32_t>(Int(v)); return Ok(); }},
+      {.flag = "straggler-spread", .key = "cluster.straggler_spread", .type = kDouble, .default_text = "0.5",
+       .help = "parameter_server: a worker's step takes (1 + spread x uniform[0,1)) x its compute time",
+       .apply = [](V v, S s) { s.config.straggler_spread = Real(v); return Ok(); }},
+      {.flag = "json", .type = kSwitch,
+       .help = "print one JSON summary on stdout (the per-epoch lines go to stderr)",
+       .apply = [](V v, S s) { s.json = std::get<bool>(v); return Ok(); }},
+      {.flag = "no-progress", .type = kSwitch,
+       .help = "never draw the progress bar",
+       .apply = [](V v, S s) { s.no_progress = std::get<bool>(v); return Ok(); }},
+      // Scenario files only: `dtlab train` reads a whole data set named by --dataset.
+      {.key = "data.source", .type = kText,
+       .help = "fashion-mnist, mnist, synthetic, or a directory (relative to the scenario file)",
+       .apply = [](V v, S s) { s.data.source = Text(v); return Ok(); }},
+      {.key = "data.train_examples", .type = kInt64, .min = 0, .max = kMillion,
+       .help = "the first N training examples (0: all); synthetic: how many",
+       .apply = [](V v, S s) { s.data.train_examples = Int(v); return Ok(); }},
+      {.key = "data.test_examples", .type = kInt64, .min = 0, .max = kMillion,
+       .help = "the first N test examples (0: all); synthetic: how many (default 500)",
+       .apply = [](V v, S s) { s.data.test_examples = Int(v); return Ok(); }},
+  };
+}
+#pragma GCC diagnostic pop
+// clang-format on
+
+}  // namespace
+
+const std::vector<RunOption>& RunOptionTable() {
+  static const std::vector<RunOption> kTable = MakeTable();
+  return kTable;
+}
+
+const RunOption* FindRunOptionByFlag(std::string_view flag) {
+  for (const RunOption& option : RunOptionTable())
+    if (!flag.empty() && option.flag == flag) return &option;
+  return nullptr;
+}
+
+const RunOption* FindRunOptionByKey(std::string_view key) {
+  for (const RunOption& option : RunOptionTable())
+    if (!key.empty() && option.key == key) return &option;
+  return nullptr;
+}
+
+const std::vector<RunOptionSection>& RunOptionSections() {
+  static const std::vector<RunOptionSection> kSections = {
+      {"cluster",
+       {"strategy", "replicas", "workers", "all_reduce", "topology", "parameter_servers", "straggler_spread"}},
+      {"data",
+       {"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch", "shard",
+        "drop_remainder", "shuffle_buffer"}},
+      {"model", {"name"}},
+      {"loss", {"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"}},
+      {"optimizer", {"name", "learning_rate", "momentum"}},
+      {"run",
+       {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout"}},
+  };
+  return kSections;
+}
+
+StatusOr<OptionValue> ParseOptionText(const RunOption& option, std::string_view text) {
+  const std::string what = option.flag.empty() ? "'" + std::string(option.key) + "'" : "--" + std::string(option.flag);
+  switch (option.type) {
+    case OptionType::kSwitch:
+      if (text == "true" || text == "false") return OptionValue(text == "true");
+      return Status::InvalidArgument(what + " must be true or false, got '" + std::string(text) + "'");
+    case OptionType::kInt32: {
+      DTLAB_ASSIGN_OR_RETURN(const std::int32_t value, ParseInteger<std::int32_t>(text, what));
+      return OptionValue(std::int64_t{value});
+    }
+    case OptionType::kInt64: {
+      DTLAB_ASSIGN_OR_RETURN(const std::int64_t value, ParseInteger<std::int64_t>(text, what));
+      return OptionValue(value);
+    }
+    case OptionType::kUint64: {
+      DTLAB_ASSIGN_OR_RETURN(const std::uint64_t value, ParseInteger<std::uint64_t>(text, what));
+      return OptionValue(value);
+    }
+    case OptionType::kFloat:
+    case OptionType::kDouble: {
+      double value = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (text.empty() || error != std::errc() || end != text.data() + text.size())
+        return Status::InvalidArgument(what + " must be a number, got '" + std::string(text) + "'");
+      DTLAB_RETURN_IF_ERROR(CheckFinite(value, what));
+      if (option.type == OptionType::kFloat) value = static_cast<float>(value);
+      return OptionValue(value);
+    }
+    case OptionType::kName:
+    case OptionType::kText:
+      return OptionValue(std::string(text));
+    case OptionType::kTextList:
+      return OptionValue(std::vector<std::string>{std::string(text)});
+  }
+  return Status::InvalidArgument(what + ": unknown option type");
+}
+
+void ApplyDependentDefaults(RunSettings& settings, OptionSource source) {
+  ClusterConfig& cluster = settings.config.cluster;
+  if (cluster.strategy == StrategyKind::kParameterServer && !settings.Given("replicas"))
+    cluster.replicas = cluster.workers;
+  if (cluster.strategy == StrategyKind::kTpu && !settings.Given("topology"))
+    settings.config.topology = TopologyKind::kTorus2D;
+  if (source == OptionSource::kCommandLine && cluster.replicas > 1 && !settings.Given("strategy"))
+    cluster.strategy = StrategyKind::kMirrored;
+}
+
+}  // namespace dtlab
