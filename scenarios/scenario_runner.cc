@@ -435,6 +435,10 @@ StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const ScenarioRun
     } else if (report.status().code() == Status::Code::kInvalidArgument ||
                report.status().code() == Status::Code::kRuntime) {
       r.status = report.status();
+      // The settings are known even when the run was refused or stopped, so a
+      // description that quotes them still reads right.
+      r.values = {{"replicas", config.cluster.replicas},
+                  {"global_batch", static_cast<double>(config.global_batch_size())}};
     } else {
       return report.status();
     }

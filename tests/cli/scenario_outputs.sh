@@ -49,6 +49,9 @@ expect_exit 0 set_text -- "$DTLAB" run per-replica-mean --set cluster.replicas=8
 expect_contains set_text out "8 replicas, 8x."
 expect_contains set_text out "fixed: compute_average_loss(per_example_loss, global_batch_size=256)"
 grep -q "8 replicas, 8x." "$WORK/r8.html" || fail "the HTML report's description does not say 8 replicas, 8x"
+# ... also when the run is refused (its settings are known).
+expect_exit 2 refused_text -- "$DTLAB" run per-replica-mean --set optimizer.name=adagrad --no-progress
+expect_contains refused_text out "4 replicas, 4x."
 
 # dtlab list: every built-in scenario and lesson, with titles.
 expect_exit 0 list -- "$DTLAB" list
