@@ -66,7 +66,7 @@ double ParameterServerCluster::StepSeconds(std::int32_t worker, std::int64_t exa
 Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
                                         const std::vector<std::vector<std::vector<std::int64_t>>>& per_worker_batches,
                                         std::int64_t epoch, float learning_rate, std::int64_t max_updates,
-                                        const std::function<void(const ParameterServerUpdate&)>& on_update) {
+                                        const std::function<Status(const ParameterServerUpdate&)>& on_update) {
   struct WorkerState {
     ParameterList<float> pulled;
     std::int64_t pulled_version = 0;
@@ -144,7 +144,7 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     update.loss = loss;
     update.examples = b;
     updates_.push_back(update);
-    on_update(update);
+    DTLAB_RETURN_IF_ERROR(on_update(update));
     s.busy = false;
     if (max_updates >= 0 && version_ >= max_updates) return Status::Ok();
     if (++s.next < per_worker_batches[w].size()) start(w, clock_);
@@ -251,7 +251,7 @@ std::span<const float> Values(const Tensor<float>& t) { return {t.data(), static
 }  // namespace
 
 Status ParameterServerCluster::RunChief(std::int64_t max_updates,
-                                        const std::function<void(const ParameterServerUpdate&)>& on_update) {
+                                        const std::function<Status(const ParameterServerUpdate&)>& on_update) {
   std::int32_t done = 0;
   bool stopped = max_updates >= 0 && version_ >= max_updates;
   while (done < options_.workers) {
@@ -280,7 +280,7 @@ Status ParameterServerCluster::RunChief(std::int64_t max_updates,
     update.update = ++version_;
     update.pulled_version = update.update - 1 - update.staleness;
     updates_.push_back(update);
-    on_update(update);
+    DTLAB_RETURN_IF_ERROR(on_update(update));
     if (max_updates >= 0 && version_ >= max_updates) stopped = true;
     DTLAB_RETURN_IF_ERROR(
         group_->Send(message.from, Writer(PsMessage::kGoOn).Put<std::int32_t>(stopped ? 0 : 1).bytes(), "go on"));
