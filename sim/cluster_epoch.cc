@@ -27,7 +27,8 @@ StatusOr<EpochOutcome> Cluster::TrainEpoch(const EpochRequest& request,
                            TrainStep(*request.data, batch, request.global_batch, request.learning_rate, step,
                                      capture || request.every_reduced_gradient ? &reduced_gradient : nullptr));
     if (!std::isfinite(result.loss)) {
-      const std::string where = " at step " + std::to_string(step) + " (epoch " + std::to_string(request.epoch + 1) + ")";
+      const std::string where =
+          " at step " + std::to_string(step) + " (epoch " + std::to_string(request.epoch + 1) + ")";
       for (std::size_t r = 0; r < result.replica_losses.size(); ++r)
         if (std::isnan(result.replica_losses[r]) && result.replica_batch_sizes[r] == 0)
           return Status::Runtime("the loss became NaN" + where + ": replica " + std::to_string(r) +

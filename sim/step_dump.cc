@@ -51,7 +51,8 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   const auto& specs = model.parameters();
   const ParameterList<float>& weights = *step.weights_before;
   const ParameterList<float>& gradients = *step.reduced_gradient;
-  for (std::size_t i = 0; i < specs.size(); ++i) DTLAB_RETURN_IF_ERROR(file.Add("weights/" + specs[i].name, weights[i]));
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    DTLAB_RETURN_IF_ERROR(file.Add("weights/" + specs[i].name, weights[i]));
   DTLAB_RETURN_IF_ERROR(file.Add("batch/images", images));
   DTLAB_RETURN_IF_ERROR(file.Add("batch/labels", std::span<const std::int32_t>(labels),
                                  Shape{static_cast<std::int64_t>(labels.size())}));

@@ -2,8 +2,8 @@
 // strategy's TrainingEngine (sim/training_engine.h): one device, synchronous
 // replicas (sim/cluster.h) or asynchronous parameter-server workers
 // (sim/parameter_server.h). Train is the loop; its checkpoints and backup live in
-// sim/checkpointing.h, --dump-step in sim/step_dump.h, and the simulated time and
-// trace in sim/run_timing.h.
+// sim/checkpointing.h, --dump-step in sim/step_dump.h, the simulated time and
+// trace in sim/run_timing.h, and the test-set evaluation in sim/evaluation.h.
 //
 // Per step, as the tutorial's train_step:
 //   loss = compute_average_loss(per_example_loss, global_batch_size)
@@ -264,6 +264,7 @@ struct EvalReport {
 
 /// Restores the latest checkpoint in `checkpoint_dir` and evaluates the model on
 /// `data.test` in batches of `batch_size` (<= 0: the batch size the run trained with).
+/// Defined in sim/evaluation.cc.
 StatusOr<EvalReport> EvaluateCheckpoint(const std::string& checkpoint_dir, const TrainTestData& data,
                                         std::int64_t batch_size = 0);
 
