@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string_view>
@@ -266,18 +267,48 @@ Status RunCheckpoints::Restore(CheckpointManager& manager, const char* option, s
   DTLAB_RETURN_IF_ERROR(RestoreCheckpoint(checkpoint, model_, state_).WithContext(*latest));
   DTLAB_ASSIGN_OR_RETURN(ResumeReport resume,
                          DescribeResume(checkpoint, *latest, recorded_, config_, model_, state_, epoch_examples));
-  // Asynchronous workers run whole epochs (their in-flight steps belong to no
-  // state), so parameter_server cannot start in the middle of one.
-  const bool async = config_.cluster.strategy == StrategyKind::kParameterServer;
-  if (async && state_.step_in_epoch > 0 && state_.epoch < config_.epochs)
-    return Status::InvalidArgument(
-        where + " holds a checkpoint taken in the middle of epoch " + std::to_string(state_.epoch + 1) + " (after " +
-        std::to_string(state_.step_in_epoch) + " batches), and parameter_server resumes at the start of an epoch "
-        "only: finish epoch " + std::to_string(state_.epoch + 1) + " first with a synchronous strategy (e.g. "
-        "--strategy mirrored --epochs " + std::to_string(state_.epoch + 1) + "), then resume with parameter_server");
+  DTLAB_RETURN_IF_ERROR(CheckResumePosition(where, resume));
   state_.step_in_epoch = resume.position.step_in_epoch;
   report_.resumed_from_step = state_.step;
   report_.resume = std::move(resume);
+  return Status::Ok();
+}
+
+// An asynchronous epoch leaves each worker at its own batch (worker_batches); a
+// synchronous one leaves every replica at one step of the epoch's order. Neither
+// position means anything to the other kind of engine, so a checkpoint taken in
+// the middle of an epoch resumes on its own kind, and a parameter_server one with
+// the same workers and batch.
+Status RunCheckpoints::CheckResumePosition(const std::string& where, const ResumeReport& resume) const {
+  if (state_.epoch >= config_.epochs) return Status::Ok();  // no epoch left to continue
+  const std::string epoch = std::to_string(state_.epoch + 1);
+  const bool async = config_.cluster.strategy == StrategyKind::kParameterServer;
+  if (async && state_.worker_batches.empty() && state_.step_in_epoch > 0)
+    return Status::InvalidArgument(
+        where + " holds a checkpoint taken in the middle of epoch " + epoch + " (after " +
+        std::to_string(state_.step_in_epoch) + " batches) by a synchronous strategy, and parameter_server resumes "
+        "at the start of an epoch only, or in the middle of one of its own: finish epoch " + epoch +
+        " first with a synchronous strategy (e.g. --strategy mirrored --epochs " + epoch +
+        "), then resume with parameter_server");
+  if (state_.worker_batches.empty()) return Status::Ok();
+  std::string pushed;
+  for (const std::int64_t b : state_.worker_batches) pushed += (pushed.empty() ? "" : ", ") + std::to_string(b);
+  const std::string taken = " (its " + std::to_string(state_.worker_batches.size()) +
+                            " workers had pushed " + pushed + " batches)";
+  if (!async)
+    return Status::InvalidArgument(
+        where + " holds a parameter_server checkpoint taken in the middle of epoch " + epoch + taken +
+        ", and a synchronous strategy resumes at one position in the epoch's order, which asynchronous workers do "
+        "not leave: finish epoch " + epoch + " first with parameter_server (--epochs " + epoch +
+        "), then resume with " + std::string(StrategyName(config_.cluster.strategy)));
+  if (static_cast<std::int64_t>(state_.worker_batches.size()) != config_.cluster.workers ||
+      resume.checkpoint_global_batch != resume.global_batch)
+    return Status::InvalidArgument(
+        where + " holds a parameter_server checkpoint taken in the middle of epoch " + epoch + taken +
+        " at global batch " + std::to_string(resume.checkpoint_global_batch) + ", and each worker's position counts "
+        "its own batches: resume with --workers " + std::to_string(state_.worker_batches.size()) +
+        " and global batch " + std::to_string(resume.checkpoint_global_batch) + ", or finish epoch " + epoch +
+        " first with those");
   return Status::Ok();
 }
 
@@ -372,6 +403,11 @@ Status RunCheckpoints::SaveBackup(TrainingEngine& engine) {
 Status RunCheckpoints::AfterStep(TrainingEngine& engine, TrainObserver& observer) {
   const bool checkpoint = config_.checkpoint_every > 0 && state_.step % config_.checkpoint_every == 0;
   const bool backup_now = backup_ && config_.backup_every > 0 && state_.step % config_.backup_every == 0;
+  // A parameter_server epoch finds a non-finite loss at its end; a checkpoint
+  // must not hold one before (RestoreCheckpoint would refuse it).
+  if ((checkpoint || backup_now) && !std::isfinite(state_.train_loss_total))
+    return Status::Runtime("the loss became non-finite in epoch " + std::to_string(state_.epoch + 1) +
+                           "; try a smaller --lr");
   if (checkpoint) DTLAB_RETURN_IF_ERROR(Save(engine, observer));
   if (backup_now) DTLAB_RETURN_IF_ERROR(SaveBackup(engine));
   return Status::Ok();
@@ -395,12 +431,7 @@ Status RunCheckpoints::AppendMetrics(const EpochReport& epoch) const {
 }
 
 Status RunCheckpoints::Finish(TrainingEngine& engine, TrainObserver& observer) {
-  // Asynchronous workers cannot resume in the middle of an epoch (their in-flight
-  // steps are not part of any state), so parameter_server saves at epoch ends only.
-  const bool async = config_.cluster.strategy == StrategyKind::kParameterServer;
-  const bool at_epoch_boundary = state_.step_in_epoch == 0 || state_.epoch >= config_.epochs;
-  if (manager_ && state_.step != last_saved_step_ && (!async || at_epoch_boundary))
-    DTLAB_RETURN_IF_ERROR(Save(engine, observer));
+  if (manager_ && state_.step != last_saved_step_) DTLAB_RETURN_IF_ERROR(Save(engine, observer));
   // BackupAndRestore deletes its backup once training has ended normally.
   if (backup_ && chief_) {
     std::error_code ec;

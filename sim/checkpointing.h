@@ -66,6 +66,7 @@ class RunCheckpoints {
 
  private:
   Status Restore(CheckpointManager& manager, const char* option, std::int64_t epoch_examples);
+  Status CheckResumePosition(const std::string& where, const ResumeReport& resume) const;
   Status SaveInto(CheckpointManager& manager, const std::string& worker_temp, std::int64_t number,
                   TrainingEngine& engine, std::string* path);
   Status Save(TrainingEngine& engine, TrainObserver& observer);

@@ -66,7 +66,8 @@ double ParameterServerCluster::StepSeconds(std::int32_t worker, std::int64_t exa
 Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
                                         const std::vector<std::vector<std::vector<std::int64_t>>>& per_worker_batches,
                                         std::int64_t epoch, float learning_rate, std::int64_t max_updates,
-                                        const std::function<Status(const ParameterServerUpdate&)>& on_update) {
+                                        const std::function<Status(const ParameterServerUpdate&)>& on_update,
+                                        std::span<const std::int64_t> first_batches) {
   struct WorkerState {
     ParameterList<float> pulled;
     std::int64_t pulled_version = 0;
@@ -78,11 +79,21 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
   if (per_worker_batches.size() != workers)
     return Status::InvalidArgument("parameter_server: " + std::to_string(per_worker_batches.size()) +
                                    " worker input streams for " + std::to_string(workers) + " workers");
+  auto first = [&](std::size_t w) {
+    const std::int64_t batches = static_cast<std::int64_t>(per_worker_batches[w].size());
+    return static_cast<std::size_t>(first_batches.empty() ? 0 : std::clamp<std::int64_t>(first_batches[w], 0, batches));
+  };
+  if (!first_batches.empty() && first_batches.size() != workers)
+    return Status::InvalidArgument("parameter_server: " + std::to_string(first_batches.size()) +
+                                   " worker positions for " + std::to_string(workers) + " workers");
   if (group_ != nullptr) {
     const std::int32_t rank = group_->rank();
     if (rank == 0) return RunChief(max_updates, on_update);
-    if (rank <= options_.workers)
-      return RunWorker(data, per_worker_batches[static_cast<std::size_t>(rank - 1)], learning_rate);
+    if (rank <= options_.workers) {
+      const auto worker = static_cast<std::size_t>(rank - 1);
+      const auto& mine = per_worker_batches[worker];
+      return RunWorker(data, {mine.begin() + static_cast<std::ptrdiff_t>(first(worker)), mine.end()}, learning_rate);
+    }
     return RunServer(rank - 1 - options_.workers);
   }
   std::vector<WorkerState> state(workers);
@@ -99,8 +110,10 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     s.busy = true;
   };
   const double epoch_start = clock_;
-  for (std::size_t w = 0; w < workers; ++w)
-    if (!per_worker_batches[w].empty()) start(w, epoch_start);
+  for (std::size_t w = 0; w < workers; ++w) {
+    state[w].next = first(w);
+    if (state[w].next < per_worker_batches[w].size()) start(w, epoch_start);
+  }
 
   ParameterList<float> grads = model_.ZeroParameters();
   for (;;) {

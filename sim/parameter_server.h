@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -88,9 +89,12 @@ class ParameterServerCluster final : public TrainingEngine {
   /// including those before a restore (< 0: no limit). Across MPI ranks every rank
   /// calls it; `on_update` is called on the chief only, in the order the reports
   /// arrive, and in-flight steps of other workers still finish after the limit.
+  /// A resumed epoch: worker w starts at its batch first_batches[w] (empty: 0),
+  /// pulling the variables as they are.
   Status RunEpoch(const ImageDataset& data, const std::vector<std::vector<std::vector<std::int64_t>>>& per_worker_batches,
                   std::int64_t epoch, float learning_rate, std::int64_t max_updates,
-                  const std::function<Status(const ParameterServerUpdate&)>& on_update);
+                  const std::function<Status(const ParameterServerUpdate&)>& on_update,
+                  std::span<const std::int64_t> first_batches = {});
 
   /// One RunEpoch over the epoch's batches, each worker's in order (sim/training_engine.h;
   /// defined in parameter_server_epoch.cc).

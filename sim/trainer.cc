@@ -101,8 +101,13 @@ Status TrainConfig::Validate() const {
     return Status::InvalidArgument("--checkpoint-every must be positive, got " + std::to_string(checkpoint_every));
   if (backup_every < 0)
     return Status::InvalidArgument("--backup-every must be positive, got " + std::to_string(backup_every));
-  if (!backup_dir.empty() && cluster.strategy == StrategyKind::kParameterServer && backup_every > 0)
-    return Status::InvalidArgument("parameter_server backs up at the end of epochs only; drop --backup-every");
+  // Across MPI ranks the chief holds the parameter servers' variables only when an
+  // epoch closes (sim/parameter_server.h), so it cannot save after any update.
+  if (cluster.strategy == StrategyKind::kParameterServer && worker_group != nullptr &&
+      (checkpoint_every > 0 || (!backup_dir.empty() && backup_every > 0)))
+    return Status::InvalidArgument(std::string(checkpoint_every > 0 ? "--checkpoint-every" : "--backup-every") +
+                                   ": parameter_server across MPI ranks saves at the end of epochs and of a --steps "
+                                   "run only (the chief gathers the servers' variables when an epoch closes); drop it");
   auto canonical = [](const std::string& directory) {  // "dir/" and "dir" are one directory
     std::error_code ec;  // an unreadable path is compared as written
     std::filesystem::path path = std::filesystem::weakly_canonical(directory, ec);
@@ -124,9 +129,6 @@ Status TrainConfig::Validate() const {
     return Status::InvalidArgument("--check-reference compares synchronous steps with one device; parameter_server "
                                    "updates are asynchronous (each is checked against a sequential replay of the "
                                    "same updates in tests/unit/parameter_server_test.cc)");
-  if (cluster.strategy == StrategyKind::kParameterServer && checkpoint_every > 0)
-    return Status::InvalidArgument("parameter_server checkpoints at the end of epochs only (its workers' in-flight "
-                                   "steps belong to no state); drop --checkpoint-every");
   if (parameter_servers < 1)
     return Status::InvalidArgument("--parameter-servers must be at least 1, got " + std::to_string(parameter_servers));
   DTLAB_RETURN_IF_ERROR(CheckFinite(straggler_spread, "--straggler-spread"));
@@ -284,7 +286,8 @@ StatusOr<DistributedDataset> MakeTrainingInput(const TrainConfig& config, const 
   if (!async && config.input == InputApi::kDistributeDataset) return DistributedDataset::DistributeDataset(input);
   return DistributedDataset::DistributeDatasetsFromFunction(
       config.cluster.workers, async ? 1 : config.cluster.replicas_per_worker(),
-      [&config, &train, async, shuffle_buffer = input.shuffle_buffer](const InputContext& context) -> StatusOr<Pipeline> {
+      [&config, &train, async,
+       shuffle_buffer = input.shuffle_buffer](const InputContext& context) -> StatusOr<Pipeline> {
         std::int64_t per_replica = config.batch_per_replica;
         if (!async) {
           DTLAB_ASSIGN_OR_RETURN(per_replica, context.GetPerReplicaBatchSize(config.global_batch_size()));
@@ -356,6 +359,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     request.steps_before = state.step;
     request.max_steps = config.max_steps;
     request.first_step = state.step_in_epoch;
+    request.first_worker_batches = state.worker_batches;
     request.capture_step = config.dump_step;
     request.every_reduced_gradient = observer->WantsReducedGradient();
     // After every optimizer step: the dump, the reference check, the simulated
@@ -370,6 +374,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
       DTLAB_RETURN_IF_ERROR(timing.AddStep(step, engine.message_log(), record));
       state.step = step.step;
       state.step_in_epoch = step.step_in_epoch;
+      state.worker_batches.assign(step.worker_batches.begin(), step.worker_batches.end());
       images_trained += step.examples;
       state.train_loss_total += step.loss;
       state.train_batches += 1.0f;
@@ -424,6 +429,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
 
     // The next epoch starts afresh.
     state.step_in_epoch = 0;
+    state.worker_batches.clear();
     state.train_loss_total = state.train_batches = 0.0f;
     engine.ResetMetrics();
     DTLAB_RETURN_IF_ERROR(checkpoints.AfterEpoch(engine, *observer));

@@ -249,8 +249,10 @@ std::int64_t LastStep(const TrainConfig& config, std::int64_t train_examples);
 /// math mode, seed or shuffle buffer (TrainReport::resume says what carried over
 /// and what changed; a changed global batch moves the position in the epoch by
 /// MapEpochPosition). Errors: InvalidArgument for bad options, a checkpoint of
-/// another model or optimizer, or a parameter_server run asked to resume in the
-/// middle of an epoch; Corruption for a damaged checkpoint; IOError when writing
+/// another model or optimizer, or a checkpoint taken in the middle of an epoch
+/// that this run cannot continue (a synchronous one for parameter_server; a
+/// parameter_server one for another strategy, worker count or global batch;
+/// sim/checkpointing.h); Corruption for a damaged checkpoint; IOError when writing
 /// fails; Runtime when the loss becomes NaN or infinite.
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer = nullptr);
 
