@@ -17,22 +17,6 @@
 namespace dtlab {
 namespace {
 
-TrainTestData TinyData() {
-  TrainTestData data;
-  data.name = "tiny";
-  for (ImageDataset* set : {&data.train, &data.test}) {
-    set->count = set == &data.train ? 96 : 32;
-    set->height = set->width = 4;
-    set->num_classes = 3;
-    for (std::int64_t i = 0; i < set->count; ++i) {
-      set->labels.push_back(static_cast<std::int32_t>((i * 7) % 3));
-      for (std::int64_t k = 0; k < 16; ++k)
-        set->images.push_back(static_cast<float>((i * 31 + k * 17 + set->labels.back() * 5) % 23) / 23.0f);
-    }
-  }
-  return data;
-}
-
 // 4 workers, each with a shard of 24 examples in batches of 4: 24 updates an epoch.
 TrainConfig PsConfig(const std::string& directory, std::int32_t workers = 4) {
   TrainConfig config;
@@ -44,6 +28,16 @@ TrainConfig PsConfig(const std::string& directory, std::int32_t workers = 4) {
   config.checkpoint_dir = directory;
   config.max_to_keep = 0;
   return config;
+}
+
+// A run stopped by --steps `steps`: its checkpoint is saved at the end.
+void TrainStopped(const std::filesystem::path& directory, std::int64_t steps, const TrainTestData& data,
+                  std::int32_t workers = 4) {
+  TrainConfig config = PsConfig(directory.string(), workers);
+  config.max_steps = steps;
+  auto report = Train(config, data);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->steps, steps);
 }
 
 class CheckpointPaths : public TrainObserver {
@@ -58,7 +52,7 @@ StatusOr<SafetensorsFile> Latest(const std::filesystem::path& directory) {
 
 TEST(ParameterServerCheckpoints, SavedAtCheckpointEveryAndAtTheEndOfSteps) {
   const auto base = testing::FreshTestDirectory();  // emptied at every call: taken once
-  const TrainTestData data = TinyData();
+  const TrainTestData data = testing::TinyTrainTestData();
   const auto dir = base / "dir";
   TrainConfig config = PsConfig(dir.string());
   config.checkpoint_every = 3;
@@ -88,11 +82,9 @@ TEST(ParameterServerCheckpoints, SavedAtCheckpointEveryAndAtTheEndOfSteps) {
 
 TEST(ParameterServerCheckpoints, ACheckpointIsTheUninterruptedStateAfterItsUpdate) {
   const auto base = testing::FreshTestDirectory();  // emptied at every call: taken once
-  const TrainTestData data = TinyData();
+  const TrainTestData data = testing::TinyTrainTestData();
   const auto stopped_dir = base / "stopped_dir";
-  TrainConfig stopped = PsConfig(stopped_dir.string());
-  stopped.max_steps = 10;
-  ASSERT_TRUE(Train(stopped, data).ok());
+  TrainStopped(stopped_dir, 10, data);
   const auto longer_dir = base / "longer_dir";
   TrainConfig longer = PsConfig(longer_dir.string());
   longer.checkpoint_every = 10;
@@ -104,14 +96,12 @@ TEST(ParameterServerCheckpoints, ACheckpointIsTheUninterruptedStateAfterItsUpdat
 
 TEST(ParameterServerCheckpoints, OneWorkerResumesOntoTheUninterruptedRun) {
   const auto base = testing::FreshTestDirectory();  // emptied at every call: taken once
-  const TrainTestData data = TinyData();
+  const TrainTestData data = testing::TinyTrainTestData();
   const auto whole_dir = base / "whole_dir";
   auto whole = Train(PsConfig(whole_dir.string(), 1), data);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   const auto dir = base / "dir";
-  TrainConfig first = PsConfig(dir.string(), 1);
-  first.max_steps = 7;  // one worker, 24 batches an epoch
-  ASSERT_TRUE(Train(first, data).ok());
+  TrainStopped(dir, 7, data, 1);  // one worker, 24 batches an epoch
   auto resumed = Train(PsConfig(dir.string(), 1), data);
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(resumed->resumed_from_step, 7);
@@ -128,15 +118,13 @@ TEST(ParameterServerCheckpoints, OneWorkerResumesOntoTheUninterruptedRun) {
 
 TEST(ParameterServerCheckpoints, SeveralWorkersResumePushingEveryBatchOnceDeterministically) {
   const auto base = testing::FreshTestDirectory();  // emptied at every call: taken once
-  const TrainTestData data = TinyData();
+  const TrainTestData data = testing::TinyTrainTestData();
   const auto whole_dir = base / "whole_dir";
   auto whole = Train(PsConfig(whole_dir.string()), data);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   ASSERT_EQ(whole->steps, 48);
   const auto dir = base / "dir";
-  TrainConfig first = PsConfig(dir.string());
-  first.max_steps = 10;
-  ASSERT_TRUE(Train(first, data).ok());
+  TrainStopped(dir, 10, data);
   const auto copy = base / "copy";
   std::filesystem::copy(dir, copy,
                         std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
@@ -156,11 +144,9 @@ TEST(ParameterServerCheckpoints, SeveralWorkersResumePushingEveryBatchOnceDeterm
 
 TEST(ParameterServerCheckpoints, AMidEpochCheckpointResumesOnParameterServerWithItsWorkersOnly) {
   const auto base = testing::FreshTestDirectory();  // emptied at every call: taken once
-  const TrainTestData data = TinyData();
+  const TrainTestData data = testing::TinyTrainTestData();
   const auto dir = base / "dir";
-  TrainConfig first = PsConfig(dir.string());
-  first.max_steps = 10;
-  ASSERT_TRUE(Train(first, data).ok());
+  TrainStopped(dir, 10, data);
   TrainConfig mirrored = PsConfig(dir.string());
   mirrored.cluster.strategy = StrategyKind::kMirrored;
   mirrored.cluster.workers = 1;
@@ -188,7 +174,7 @@ TEST(ParameterServerCheckpoints, AMidEpochCheckpointResumesOnParameterServerWith
 
 TEST(ParameterServerCheckpoints, StepsEndingAnEpochTakeNoFurtherUpdate) {
   const auto base = testing::FreshTestDirectory();  // emptied at every call: taken once
-  const TrainTestData data = TinyData();
+  const TrainTestData data = testing::TinyTrainTestData();
   const auto dir = base / "dir";
   TrainConfig config = PsConfig(dir.string());
   config.max_steps = 24;  // exactly epoch 1
@@ -203,7 +189,7 @@ TEST(ParameterServerCheckpoints, StepsEndingAnEpochTakeNoFurtherUpdate) {
 
 TEST(ParameterServerCheckpoints, BacksUpAtBackupEvery) {
   const auto base = testing::FreshTestDirectory();  // emptied at every call: taken once
-  const TrainTestData data = TinyData();
+  const TrainTestData data = testing::TinyTrainTestData();
   const auto dir = base / "dir";
   TrainConfig config = PsConfig("");
   config.backup_dir = (dir / "backup").string();
