@@ -300,6 +300,61 @@ StatusOr<DistributedDataset> MakeTrainingInput(const TrainConfig& config, const 
       });
 }
 
+// Refuses, before any work, a run that cannot get to its end: a --dump-step or
+// fault past the last step, replicas that do not fit in memory, a --trace file or
+// --dump-dir that cannot be written (not discovered unwritable at the end).
+Status CheckRunCanStart(const TrainConfig& config, const Sequential<float>& model, const ImageDataset& train) {
+  DTLAB_RETURN_IF_ERROR(CheckStepsReachable(config, train.count));
+  DTLAB_RETURN_IF_ERROR(CheckFitsInMemory(config, model, train));
+  if (!config.trace_path.empty()) DTLAB_RETURN_IF_ERROR(CheckOutputPath(config.trace_path, "--trace"));
+  return PrepareStepDump(config);
+}
+
+// The epoch `state.epoch` as the loop asks it of the engine, from where `state` stands.
+EpochRequest MakeEpochRequest(const TrainConfig& config, const TrainingState& state, const ImageDataset& train,
+                              const EpochBatches& batches, float learning_rate, const TrainObserver& observer) {
+  EpochRequest request;
+  request.data = &train;
+  request.batches = &batches;
+  request.epoch = state.epoch;
+  request.learning_rate = learning_rate;
+  request.global_batch = config.global_batch_size();
+  request.steps_before = state.step;
+  request.max_steps = config.max_steps;
+  request.first_step = state.step_in_epoch;
+  request.first_worker_batches = state.worker_batches;
+  request.capture_step = config.dump_step;
+  request.every_reduced_gradient = observer.WantsReducedGradient();
+  return request;
+}
+
+// A synchronous step for the observer, with the running metrics after it.
+void FillStepRecord(const EngineStep& step, const TrainingState& state, const SparseCategoricalAccuracy& accuracy,
+                    const ParameterList<float>& variables, StepRecord& record) {
+  record.step = state.step;
+  record.epoch = state.epoch + 1;
+  record.mean_loss = state.train_loss_total / state.train_batches;
+  record.accuracy = accuracy.Result();
+  record.result = step.result;
+  record.examples = step.batch;
+  record.variables = &variables;
+  record.reduced_gradient = step.reduced_gradient;
+}
+
+EpochReport MakeEpochReport(const TrainingState& state, float learning_rate, const SparseCategoricalAccuracy& accuracy,
+                            const TestMetrics& test, double seconds, std::int64_t steps) {
+  EpochReport epoch;
+  epoch.epoch = state.epoch + 1;
+  epoch.learning_rate = learning_rate;
+  epoch.train_loss = state.train_batches > 0 ? state.train_loss_total / state.train_batches : 0.0f;
+  epoch.train_accuracy = accuracy.Result();
+  epoch.test_loss = test.loss;
+  epoch.test_accuracy = test.accuracy;
+  epoch.seconds = seconds;
+  epoch.steps = steps;
+  return epoch;
+}
+
 }  // namespace
 
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer) {
@@ -309,11 +364,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   const ImageDataset& train = data.train;
   DTLAB_ASSIGN_OR_RETURN(auto model, MakeModel<float>(config.model, {train.height, train.width, train.channels},
                                                       train.num_classes));
-  DTLAB_RETURN_IF_ERROR(CheckStepsReachable(config, train.count));
-  DTLAB_RETURN_IF_ERROR(CheckFitsInMemory(config, *model, train));
-  // Output paths are checked before training, not discovered unwritable at its end.
-  if (!config.trace_path.empty()) DTLAB_RETURN_IF_ERROR(CheckOutputPath(config.trace_path, "--trace"));
-  DTLAB_RETURN_IF_ERROR(PrepareStepDump(config));
+  DTLAB_RETURN_IF_ERROR(CheckRunCanStart(config, *model, train));
   OptimizerOptions optimizer_options;
   optimizer_options.momentum = config.momentum;
   TrainingState state;
@@ -350,18 +401,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     const EpochBatches batches = dataset.Iterate(state.epoch);
     observer->OnEpochBegin(state.epoch + 1, learning_rate, static_cast<std::int64_t>(batches.size()));
     const auto epoch_start = Clock::now();
-    EpochRequest request;
-    request.data = &train;
-    request.batches = &batches;
-    request.epoch = state.epoch;
-    request.learning_rate = learning_rate;
-    request.global_batch = config.global_batch_size();
-    request.steps_before = state.step;
-    request.max_steps = config.max_steps;
-    request.first_step = state.step_in_epoch;
-    request.first_worker_batches = state.worker_batches;
-    request.capture_step = config.dump_step;
-    request.every_reduced_gradient = observer->WantsReducedGradient();
+    const EpochRequest request = MakeEpochRequest(config, state, train, batches, learning_rate, *observer);
     // After every optimizer step: the dump, the reference check, the simulated
     // time, the running metrics, the observer and the checkpoints.
     auto on_step = [&](const EngineStep& step) -> Status {
@@ -382,14 +422,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
       observer->OnStep(step.shown_done, step.shown_total, state.train_loss_total / state.train_batches,
                        accuracy.Result());
       if (step.result != nullptr) {  // StepRecord describes synchronous steps
-        record.step = state.step;
-        record.epoch = state.epoch + 1;
-        record.mean_loss = state.train_loss_total / state.train_batches;
-        record.accuracy = accuracy.Result();
-        record.result = step.result;
-        record.examples = step.batch;
-        record.variables = &engine.variables();
-        record.reduced_gradient = step.reduced_gradient;
+        FillStepRecord(step, state, accuracy, engine.variables(), record);
         observer->OnTrainStep(record);
       }
       return checkpoints.AfterStep(engine, *observer);
@@ -413,15 +446,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     const TestMetrics test = checkpoints.chief() ? EvaluateTestSet(evaluator, engine.variables(), data.test,
                                                                    config.global_batch_size(), config.cluster.math)
                                                  : TestMetrics{};
-    EpochReport epoch_report;
-    epoch_report.epoch = state.epoch + 1;
-    epoch_report.learning_rate = learning_rate;
-    epoch_report.train_loss = state.train_batches > 0 ? state.train_loss_total / state.train_batches : 0.0f;
-    epoch_report.train_accuracy = engine.MergedAccuracy().Result();
-    epoch_report.test_loss = test.loss;
-    epoch_report.test_accuracy = test.accuracy;
-    epoch_report.seconds = epoch_train_seconds;
-    epoch_report.steps = steps_this_epoch;
+    const EpochReport epoch_report = MakeEpochReport(state, learning_rate, engine.MergedAccuracy(), test,
+                                                     epoch_train_seconds, steps_this_epoch);
     report.epochs.push_back(epoch_report);
     observer->OnEpochEnd(epoch_report);
     DTLAB_RETURN_IF_ERROR(checkpoints.AppendMetrics(epoch_report));
