@@ -191,6 +191,20 @@ StatusOr<ResumeReport> DescribeResume(const SafetensorsFile& checkpoint, const s
                               "written by dtlab (delete it, or use another --checkpoint-dir)");
   resume.position = MapEpochPosition(state.step_in_epoch, resume.checkpoint_global_batch, resume.global_batch,
                                      epoch_examples);
+  // In a parameter_server epoch each worker took batches of its own shard (every
+  // W-th example of the shuffled order, from its index), not a prefix of the order.
+  if (!state.worker_batches.empty()) {
+    const auto workers = static_cast<std::int64_t>(state.worker_batches.size());
+    const std::int64_t batch =
+        batch_per_replica.value_or(std::max<std::int64_t>(resume.checkpoint_global_batch / workers, 1));
+    resume.position.examples_consumed = 0;
+    resume.position.examples_skipped = 0;
+    for (std::int64_t w = 0; w < workers; ++w) {
+      const std::int64_t shard = epoch_examples > w ? (epoch_examples - w + workers - 1) / workers : 0;
+      const std::int64_t pushed = state.worker_batches[static_cast<std::size_t>(w)];
+      resume.position.examples_consumed += pushed > shard / batch ? shard : pushed * batch;
+    }
+  }
   return resume;
 }
 

@@ -131,6 +131,8 @@ TEST(ParameterServerCheckpoints, SeveralWorkersResumePushingEveryBatchOnceDeterm
   auto resumed = Train(PsConfig(dir.string()), data);
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(resumed->resumed_from_step, 10);
+  ASSERT_TRUE(resumed->resume.has_value());
+  EXPECT_EQ(resumed->resume->position.examples_consumed, 40);  // 10 batches of 4, whichever workers pushed them
   EXPECT_EQ(resumed->steps, 48);  // the 14 batches left of epoch 1, then epoch 2
   ASSERT_EQ(resumed->epochs.size(), 2u);
   EXPECT_EQ(resumed->epochs[0].steps, 14);
