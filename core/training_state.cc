@@ -51,6 +51,10 @@ Status CheckRestoredCounters(const TrainingState& state, std::int64_t iterations
   DTLAB_RETURN_IF_ERROR(count("progress/step", state.step, kMaxRestoredSteps));
   DTLAB_RETURN_IF_ERROR(count("progress/step_in_epoch", state.step_in_epoch, kMaxRestoredSteps));
   DTLAB_RETURN_IF_ERROR(count("progress/epoch", state.epoch, kMaxRestoredEpochs));
+  if (state.worker_batches.size() > static_cast<std::size_t>(kMaxRestoredEpochs))
+    return damaged("progress/worker_batches has " + std::to_string(state.worker_batches.size()) + " workers");
+  for (const std::int64_t batches : state.worker_batches)
+    DTLAB_RETURN_IF_ERROR(count("progress/worker_batches", batches, kMaxRestoredSteps));
   // Every finished epoch took at least one step.
   if (state.epoch > state.step)
     return damaged("progress/epoch is " + std::to_string(state.epoch) + " finished epochs after only " +
@@ -89,6 +93,9 @@ SafetensorsFile MakeCheckpoint(const Sequential<float>& model, const TrainingSta
   (void)AddScalar(file, "progress/step", state.step);
   (void)AddScalar(file, "progress/epoch", state.epoch);
   (void)AddScalar(file, "progress/step_in_epoch", state.step_in_epoch);
+  if (!state.worker_batches.empty())
+    (void)file.Add("progress/worker_batches", std::span<const std::int64_t>(state.worker_batches),
+                   Shape{static_cast<std::int64_t>(state.worker_batches.size())});
   (void)AddScalar(file, "metrics/train_loss_total", state.train_loss_total);
   (void)AddScalar(file, "metrics/train_batches", state.train_batches);
   (void)AddScalar(file, "metrics/train_accuracy_total", state.train_accuracy.state().total());
@@ -119,6 +126,10 @@ Status RestoreCheckpoint(const SafetensorsFile& checkpoint, const Sequential<flo
   DTLAB_ASSIGN_OR_RETURN(state.step, GetI64Scalar(checkpoint, "progress/step"));
   DTLAB_ASSIGN_OR_RETURN(state.epoch, GetI64Scalar(checkpoint, "progress/epoch"));
   DTLAB_ASSIGN_OR_RETURN(state.step_in_epoch, GetI64Scalar(checkpoint, "progress/step_in_epoch"));
+  state.worker_batches.clear();
+  if (checkpoint.Find("progress/worker_batches") != nullptr) {
+    DTLAB_ASSIGN_OR_RETURN(state.worker_batches, checkpoint.GetI64("progress/worker_batches"));
+  }
   DTLAB_ASSIGN_OR_RETURN(state.train_loss_total, GetF32Scalar(checkpoint, "metrics/train_loss_total"));
   DTLAB_ASSIGN_OR_RETURN(state.train_batches, GetF32Scalar(checkpoint, "metrics/train_batches"));
   DTLAB_ASSIGN_OR_RETURN(float accuracy_total, GetF32Scalar(checkpoint, "metrics/train_accuracy_total"));

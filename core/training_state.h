@@ -6,6 +6,7 @@
 //   optimizer/<slot>/<layer>/<...>      F32, e.g. optimizer/m/conv2d/kernel (Adam)
 //   optimizer/iterations                I64 []
 //   progress/step, progress/epoch, progress/step_in_epoch     I64 []
+//   progress/worker_batches   I64 [workers], only in the middle of an asynchronous epoch
 //   metrics/train_loss_total, metrics/train_batches           F32 []
 //   metrics/train_accuracy_total, metrics/train_accuracy_count F32 []
 // Metadata: dtlab.model, dtlab.optimizer and the run's configuration (dtlab.*).
@@ -17,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/metrics.h"
 #include "core/model.h"
@@ -31,6 +33,10 @@ struct TrainingState {
   std::int64_t step = 0;           // optimizer steps taken so far
   std::int64_t epoch = 0;          // 0-based epoch in progress
   std::int64_t step_in_epoch = 0;  // batches of `epoch` already consumed
+  // In the middle of an asynchronous (parameter_server) epoch: the batches of
+  // `epoch` each worker has pushed, which step_in_epoch (the steps whose batches
+  // every worker has pushed) cannot say. Empty otherwise.
+  std::vector<std::int64_t> worker_batches;
   // Running training metrics of the epoch in progress (the tutorial's total_loss /
   // num_batches and its SparseCategoricalAccuracy).
   float train_loss_total = 0.0f, train_batches = 0.0f;
@@ -50,7 +56,8 @@ SafetensorsFile MakeCheckpoint(const Sequential<float>& model, const TrainingSta
 /// Corruption naming the tensor if one is missing or has another shape than the
 /// model's, or if its counters cannot come from a training run: negative or past
 /// the limits above, more finished epochs than steps, running metrics that are
-/// not finite, non-negative sums (accuracy: at most its count).
+/// not finite, non-negative sums (accuracy: at most its count), worker positions
+/// that are negative, past the limits or more than 2^31 workers.
 Status RestoreCheckpoint(const SafetensorsFile& checkpoint, const Sequential<float>& model, TrainingState& state);
 
 /// Restores only the model parameters (for evaluation).

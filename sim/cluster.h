@@ -125,6 +125,10 @@ class Cluster final : public TrainingEngine {
                                  std::int64_t global_batch_size, float learning_rate, std::int64_t step,
                                  ParameterList<float>* reduced_gradient = nullptr);
 
+  /// One epoch of TrainStep calls (sim/training_engine.h; defined in cluster_epoch.cc).
+  StatusOr<EpochOutcome> TrainEpoch(const EpochRequest& request,
+                                    const std::function<Status(const EngineStep&)>& on_step) override;
+
   /// The training accuracy read across replicas: the replicas' metric states summed.
   SparseCategoricalAccuracy MergedAccuracy() const override;
   void ResetMetrics() override;

@@ -66,7 +66,8 @@ double ParameterServerCluster::StepSeconds(std::int32_t worker, std::int64_t exa
 Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
                                         const std::vector<std::vector<std::vector<std::int64_t>>>& per_worker_batches,
                                         std::int64_t epoch, float learning_rate, std::int64_t max_updates,
-                                        const std::function<void(const ParameterServerUpdate&)>& on_update) {
+                                        const std::function<Status(const ParameterServerUpdate&)>& on_update,
+                                        std::span<const std::int64_t> first_batches) {
   struct WorkerState {
     ParameterList<float> pulled;
     std::int64_t pulled_version = 0;
@@ -78,11 +79,21 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
   if (per_worker_batches.size() != workers)
     return Status::InvalidArgument("parameter_server: " + std::to_string(per_worker_batches.size()) +
                                    " worker input streams for " + std::to_string(workers) + " workers");
+  auto first = [&](std::size_t w) {
+    const std::int64_t batches = static_cast<std::int64_t>(per_worker_batches[w].size());
+    return static_cast<std::size_t>(first_batches.empty() ? 0 : std::clamp<std::int64_t>(first_batches[w], 0, batches));
+  };
+  if (!first_batches.empty() && first_batches.size() != workers)
+    return Status::InvalidArgument("parameter_server: " + std::to_string(first_batches.size()) +
+                                   " worker positions for " + std::to_string(workers) + " workers");
   if (group_ != nullptr) {
     const std::int32_t rank = group_->rank();
     if (rank == 0) return RunChief(max_updates, on_update);
-    if (rank <= options_.workers)
-      return RunWorker(data, per_worker_batches[static_cast<std::size_t>(rank - 1)], learning_rate);
+    if (rank <= options_.workers) {
+      const auto worker = static_cast<std::size_t>(rank - 1);
+      const auto& mine = per_worker_batches[worker];
+      return RunWorker(data, {mine.begin() + static_cast<std::ptrdiff_t>(first(worker)), mine.end()}, learning_rate);
+    }
     return RunServer(rank - 1 - options_.workers);
   }
   std::vector<WorkerState> state(workers);
@@ -99,8 +110,10 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     s.busy = true;
   };
   const double epoch_start = clock_;
-  for (std::size_t w = 0; w < workers; ++w)
-    if (!per_worker_batches[w].empty()) start(w, epoch_start);
+  for (std::size_t w = 0; w < workers; ++w) {
+    state[w].next = first(w);
+    if (state[w].next < per_worker_batches[w].size()) start(w, epoch_start);
+  }
 
   ParameterList<float> grads = model_.ZeroParameters();
   for (;;) {
@@ -144,7 +157,7 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     update.loss = loss;
     update.examples = b;
     updates_.push_back(update);
-    on_update(update);
+    DTLAB_RETURN_IF_ERROR(on_update(update));
     s.busy = false;
     if (max_updates >= 0 && version_ >= max_updates) return Status::Ok();
     if (++s.next < per_worker_batches[w].size()) start(w, clock_);
@@ -251,7 +264,7 @@ std::span<const float> Values(const Tensor<float>& t) { return {t.data(), static
 }  // namespace
 
 Status ParameterServerCluster::RunChief(std::int64_t max_updates,
-                                        const std::function<void(const ParameterServerUpdate&)>& on_update) {
+                                        const std::function<Status(const ParameterServerUpdate&)>& on_update) {
   std::int32_t done = 0;
   bool stopped = max_updates >= 0 && version_ >= max_updates;
   while (done < options_.workers) {
@@ -280,7 +293,7 @@ Status ParameterServerCluster::RunChief(std::int64_t max_updates,
     update.update = ++version_;
     update.pulled_version = update.update - 1 - update.staleness;
     updates_.push_back(update);
-    on_update(update);
+    DTLAB_RETURN_IF_ERROR(on_update(update));
     if (max_updates >= 0 && version_ >= max_updates) stopped = true;
     DTLAB_RETURN_IF_ERROR(
         group_->Send(message.from, Writer(PsMessage::kGoOn).Put<std::int32_t>(stopped ? 0 : 1).bytes(), "go on"));

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -82,14 +83,23 @@ class ParameterServerCluster final : public TrainingEngine {
                                                                   WorkerGroup* group = nullptr);
 
   /// Runs one epoch: worker w trains on per_worker_batches[w] in order. Calls
-  /// `on_update` after every applied update; stops early (workers' unpushed work is
+  /// `on_update` after every applied update (an error it returns ends the epoch
+  /// and is returned); stops early (workers' unpushed work is
   /// dropped) once version() reaches `max_updates`, the total count of updates
   /// including those before a restore (< 0: no limit). Across MPI ranks every rank
   /// calls it; `on_update` is called on the chief only, in the order the reports
   /// arrive, and in-flight steps of other workers still finish after the limit.
+  /// A resumed epoch: worker w starts at its batch first_batches[w] (empty: 0),
+  /// pulling the variables as they are.
   Status RunEpoch(const ImageDataset& data, const std::vector<std::vector<std::vector<std::int64_t>>>& per_worker_batches,
                   std::int64_t epoch, float learning_rate, std::int64_t max_updates,
-                  const std::function<void(const ParameterServerUpdate&)>& on_update);
+                  const std::function<Status(const ParameterServerUpdate&)>& on_update,
+                  std::span<const std::int64_t> first_batches = {});
+
+  /// One RunEpoch over the epoch's batches, each worker's in order (sim/training_engine.h;
+  /// defined in parameter_server_epoch.cc).
+  StatusOr<EpochOutcome> TrainEpoch(const EpochRequest& request,
+                                    const std::function<Status(const EngineStep&)>& on_step) override;
 
   /// The variables as the parameter servers hold them (in model parameter order).
   const ParameterList<float>& variables() const override { return variables_; }
@@ -111,7 +121,7 @@ class ParameterServerCluster final : public TrainingEngine {
   float WorkerGradient(const ImageDataset& data, const std::vector<std::int64_t>& batch,
                        const ParameterList<float>& params, ParameterList<float>& grads);
   // RunEpoch across MPI ranks, by role.
-  Status RunChief(std::int64_t max_updates, const std::function<void(const ParameterServerUpdate&)>& on_update);
+  Status RunChief(std::int64_t max_updates, const std::function<Status(const ParameterServerUpdate&)>& on_update);
   Status RunWorker(const ImageDataset& data, const std::vector<std::vector<std::int64_t>>& batches, float learning_rate);
   Status RunServer(std::int32_t server);
   std::int32_t ServerRank(std::int32_t server) const { return 1 + options_.workers + server; }

@@ -1,5 +1,9 @@
-// Train and Evaluate: the single-device training engine (the tf.distribute custom
-// training loop on one device). Later issues replicate it across virtual replicas.
+// Train and EvaluateCheckpoint: the tf.distribute custom training loop, over any
+// strategy's TrainingEngine (sim/training_engine.h): one device, synchronous
+// replicas (sim/cluster.h) or asynchronous parameter-server workers
+// (sim/parameter_server.h). Train is the loop; its checkpoints and backup live in
+// sim/checkpointing.h, --dump-step in sim/step_dump.h, the simulated time and
+// trace in sim/run_timing.h, and the test-set evaluation in sim/evaluation.h.
 //
 // Per step, as the tutorial's train_step:
 //   loss = compute_average_loss(per_example_loss, global_batch_size)
@@ -235,19 +239,21 @@ class TrainObserver {
 /// FNV-1a of the variables' bytes in order: equal digests, equal bits (in practice).
 std::uint64_t WeightsDigest(const ParameterList<float>& variables);
 
+/// The last optimizer step a run from step 0 reaches on `train_examples` examples:
+/// epochs x batches per epoch, capped by max_steps (saturates instead of overflowing).
+std::int64_t LastStep(const TrainConfig& config, std::int64_t train_examples);
+
 /// Trains `config.model` on `data`. If config.backup_dir or config.checkpoint_dir
 /// holds a checkpoint of the same model and optimizer, training resumes from it
 /// where it stopped, on any strategy, replica or worker count, batch, chunk size,
 /// math mode, seed or shuffle buffer (TrainReport::resume says what carried over
 /// and what changed; a changed global batch moves the position in the epoch by
 /// MapEpochPosition). Errors: InvalidArgument for bad options, a checkpoint of
-/// another model or optimizer, or a parameter_server run asked to resume in the
-/// middle of an epoch; Corruption for a damaged checkpoint; IOError when writing
+/// another model or optimizer, or a checkpoint taken in the middle of an epoch
+/// that this run cannot continue (a synchronous one for parameter_server; a
+/// parameter_server one for another strategy, worker count or global batch;
+/// sim/checkpointing.h); Corruption for a damaged checkpoint; IOError when writing
 /// fails; Runtime when the loss becomes NaN or infinite.
-/// The last optimizer step a run from step 0 reaches on `train_examples` examples:
-/// epochs x batches per epoch, capped by max_steps (saturates instead of overflowing).
-std::int64_t LastStep(const TrainConfig& config, std::int64_t train_examples);
-
 StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data, TrainObserver* observer = nullptr);
 
 struct EvalReport {
@@ -260,6 +266,7 @@ struct EvalReport {
 
 /// Restores the latest checkpoint in `checkpoint_dir` and evaluates the model on
 /// `data.test` in batches of `batch_size` (<= 0: the batch size the run trained with).
+/// Defined in sim/evaluation.cc.
 StatusOr<EvalReport> EvaluateCheckpoint(const std::string& checkpoint_dir, const TrainTestData& data,
                                         std::int64_t batch_size = 0);
 

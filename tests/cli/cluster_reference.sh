@@ -65,7 +65,9 @@ bad unknown_topology "unknown" --topology hypercube
 bad zero_global_batch "--global-batch must be at least 1" --global-batch 0
 bad unwritable_trace "cannot write --trace" --trace /nonexistent-dir/trace.json
 bad ps_check_reference "asynchronous" --strategy parameter_server --workers 2 --check-reference
-bad ps_checkpoint_every "epoch" --strategy parameter_server --workers 2 --checkpoint-every 5
+# parameter_server saves at --checkpoint-every like the others (it was refused before).
+train ps_checkpoint_every --strategy parameter_server --workers 2 --steps 6 --checkpoint-every 5 --checkpoint-dir "$WORK/ps_ckpt"
+check_json ps_checkpoint_every "d['steps'] == 6 and d['last_checkpoint'].endswith('ckpt-6.safetensors')"
 bad ps_replicas_not_workers "must equal --workers" --strategy parameter_server --workers 2 --replicas 3
 bad ps_zero_servers "--parameter-servers must be at least 1" --strategy parameter_server --workers 2 --parameter-servers 0
 finish

@@ -70,21 +70,7 @@ TEST(MapEpochPosition, HostileCountsDoNotOverflow) {
 }
 
 // A small random data set: 96 training and 32 test images of 4x4, 3 classes.
-TrainTestData TinyData() {
-  TrainTestData data;
-  data.name = "tiny";
-  for (ImageDataset* set : {&data.train, &data.test}) {
-    set->count = set == &data.train ? 96 : 32;
-    set->height = set->width = 4;
-    set->num_classes = 3;
-    for (std::int64_t i = 0; i < set->count; ++i) {
-      set->labels.push_back(static_cast<std::int32_t>((i * 7) % 3));
-      for (std::int64_t k = 0; k < 16; ++k)
-        set->images.push_back(static_cast<float>((i * 31 + k * 17 + set->labels.back() * 5) % 23) / 23.0f);
-    }
-  }
-  return data;
-}
+TrainTestData TinyData() { return testing::TinyTrainTestData(); }
 
 TrainConfig TinyConfig(const std::string& directory) {
   TrainConfig config;

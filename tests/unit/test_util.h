@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/mnist.h"
 #include "sim/message_log.h"
 
 namespace dtlab::testing {
@@ -25,6 +26,23 @@ inline CollectiveRecord RingAllReduceRecord(std::int32_t n, std::int64_t bytes, 
   for (std::int32_t phase = 0; phase < record.num_phases; ++phase)
     for (std::int32_t i = 0; i < n; ++i) record.messages.push_back({phase, i, (i + 1) % n, bytes / n});
   return record;
+}
+
+/// A tiny training set of 96 and a test set of 32 4x4 images in 3 classes, quick to train on.
+inline TrainTestData TinyTrainTestData() {
+  TrainTestData data;
+  data.name = "tiny";
+  for (ImageDataset* set : {&data.train, &data.test}) {
+    set->count = set == &data.train ? 96 : 32;
+    set->height = set->width = 4;
+    set->num_classes = 3;
+    for (std::int64_t i = 0; i < set->count; ++i) {
+      set->labels.push_back(static_cast<std::int32_t>((i * 7) % 3));
+      for (std::int64_t k = 0; k < 16; ++k)
+        set->images.push_back(static_cast<float>((i * 31 + k * 17 + set->labels.back() * 5) % 23) / 23.0f);
+    }
+  }
+  return data;
 }
 
 /// A fresh, empty directory for the running test: DTLAB_TEST_TMPDIR/<suite>.<test>.<pid>.
