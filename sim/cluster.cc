@@ -27,13 +27,6 @@ double L2Norm(std::span<const float> values) {
   return std::sqrt(squares);
 }
 
-// Why a check failed when every replica added the whole regularization loss.
-std::string UnscaledRegularizationCause(std::int32_t n) {
-  return ": every replica added the whole regularization loss instead of scale_regularization_loss (1/" +
-         std::to_string(n) + " of it), so the SUM over " + std::to_string(n) + " replicas holds " +
-         std::to_string(n) + " times the weight decay";
-}
-
 // "dense/kernel (NaN), dense/bias (infinite)": the variables for which
 // classify(p) -> {has NaN, has infinity} finds a non-finite value; empty if none.
 template <typename Classify>
@@ -233,7 +226,7 @@ Status ClusterConfig::Validate() const {
     return Status::InvalidArgument("--workers " + std::to_string(workers) + " needs the multi_worker_mirrored or "
                                    "parameter_server strategy (" + std::string(StrategyName(strategy)) +
                                    " runs on one worker)");
-  DTLAB_RETURN_IF_ERROR(CheckReductionForCustomLoop(reduction, keras));
+  DTLAB_RETURN_IF_ERROR(LossCode::Validate());
   for (const FaultSpec& fault : faults) {
     // Both fields index the replicas (PrepareFaults, the transport): in range or refused.
     for (const auto& [field, value] : {std::pair<const char*, std::int32_t>{"replica", fault.replica},
@@ -251,46 +244,7 @@ Status ClusterConfig::Validate() const {
   }
   if (!(collective_timeout_seconds > 0))
     return Status::InvalidArgument("--collective-timeout must be positive (simulated seconds)");
-  if (strategy == StrategyKind::kParameterServer && regularization_scaling == RegularizationScaling::kUnscaled)
-    return Status::InvalidArgument("regularization scaling 'unscaled' applies to synchronous replicas; "
-                                   "parameter_server workers each apply their own update");
   return Status::Ok();
-}
-
-namespace {
-// Why Keras 3's sum_over_batch_size fails the reference check (fast and exact mode).
-constexpr const char* kKeras3MeanCause =
-    ": Keras 3's sum_over_batch_size divides each replica's losses by its local batch and by "
-    "num_replicas_in_sync, like compute_average_loss without global_batch_size, so examples on short replicas "
-    "weigh more than the global batch gives them; use reduction none and compute_average_loss(per_example_loss, "
-    "global_batch_size=GLOBAL_BATCH_SIZE)";
-}  // namespace
-
-ClusterConfig::LossScale ClusterConfig::ReplicaLossScale(std::int64_t local_batch, std::int64_t global_batch_size,
-                                                         std::int32_t num_replicas) const {
-  if (convention == Convention::kDdp) return {local_batch, 1.0f};
-  if (keras3_mean())
-    // keras/src/losses/loss.py reduce_values: divide_no_nan(sum, local batch), then
-    // scale_loss_for_distribution multiplies by float32(1.0 / num_replicas_in_sync).
-    return {local_batch, num_replicas > 1 ? static_cast<float>(1.0 / num_replicas) : 1.0f};
-  return {ReplicaDenominator(denominator, local_batch, global_batch_size, num_replicas), 1.0f};
-}
-
-std::string ClusterConfig::LossCodeText(std::int64_t global_batch_size) const {
-  std::string data;
-  if (convention == Convention::kDdp)
-    data = "mean(per_example_loss) (PyTorch DDP: gradients MEAN all-reduced)";
-  else if (keras3_mean())
-    data = "SparseCategoricalCrossentropy(from_logits=True, reduction='sum_over_batch_size')(labels, logits) "
-           "(Keras 3: the local mean x 1/num_replicas_in_sync)";
-  else if (denominator == LossDenominator::kGlobal)
-    data = "compute_average_loss(per_example_loss, global_batch_size=" + std::to_string(global_batch_size) + ")";
-  else if (denominator == LossDenominator::kDefault)
-    data = "compute_average_loss(per_example_loss)";
-  else
-    data = "tf.reduce_mean(per_example_loss)";
-  const bool unscaled = convention == Convention::kDdp || regularization_scaling == RegularizationScaling::kUnscaled;
-  return data + (unscaled ? " + l2 * sum(kernel^2)" : " + scale_regularization_loss(l2 * sum(kernel^2))");
 }
 
 Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size)
@@ -426,16 +380,15 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
 
   // Loss scaling: TF divides by the chosen denominator on each replica and SUMs;
   // DDP takes each replica's mean and MEANs the gradients.
-  const bool ddp = config_.convention == Convention::kDdp;
-  std::vector<ClusterConfig::LossScale> scales(static_cast<std::size_t>(n));
+  const bool ddp = config_.mean_across_replicas();
+  std::vector<LossCode::LossScale> scales(static_cast<std::size_t>(n));
   for (std::int32_t r = 0; r < n; ++r) {
     const auto k = static_cast<std::size_t>(r);
-    scales[k] = config_.ReplicaLossScale(batch_sizes[k], global_batch_size, n);
-    AverageLossCoefficients<float>({}, batch_sizes[k], scales[k].denominator, scales[k].factor,
-                                   std::span(coefficients_).subspan(static_cast<std::size_t>(offsets[k]),
-                                                                    static_cast<std::size_t>(batch_sizes[k])));
+    scales[k] = config_.ReplicaCoefficients(batch_sizes[k], global_batch_size, n,
+                                            std::span(coefficients_).subspan(static_cast<std::size_t>(offsets[k]),
+                                                                             static_cast<std::size_t>(batch_sizes[k])));
   }
-  DTLAB_RETURN_IF_ERROR(CheckEmptyReplicas(batch_sizes, step));
+  DTLAB_RETURN_IF_ERROR(config_.CheckEmptyReplicas(batch_sizes, step));
 
   StepResult result;
   result.replica_losses.assign(static_cast<std::size_t>(n), 0.0f);
@@ -469,8 +422,7 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
 
     // Per replica: its loss (with its share of the regularization), the regularization
     // gradient, its metric, and its gradient packed for the collective.
-    const bool unscaled = ddp || config_.regularization_scaling == RegularizationScaling::kUnscaled;
-    const float regularization_scale = unscaled ? 1.0f : ScaleRegularizationLoss(1.0f, n);
+    const RegularizationSplit split = config_.split();
     try {
     tbb::parallel_for(first, end, [&](std::int32_t r) {
       if (faults_active_) ThrowIfInjected(r, step);
@@ -478,14 +430,13 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
       Replica& replica = *Local(r);
       const ParameterList<float>& weights = central() ? host_params_ : replica.params;
       const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
-      const float data_loss =
-          config_.empty_replica_nan() && count == 0
-              ? std::numeric_limits<float>::quiet_NaN()
-              : ComputeAverageLoss<float>(std::span(losses_).subspan(begin, count), {}, scales[k].denominator) *
-                    scales[k].factor;
-      const float regularization = model_.RegularizationLoss(weights);
-      result.replica_losses[k] = data_loss + (unscaled ? regularization : ScaleRegularizationLoss(regularization, n));
-      model_.AddRegularizationGradient(weights, regularization_scale, replica.grads);
+      const float data_loss = config_.ReplicaDataLoss(std::span(losses_).subspan(begin, count), scales[k]);
+      const float regularization_scale = config_.RegularizationShare(1.0f, r, n, split);
+      result.replica_losses[k] = data_loss;
+      if (regularization_scale != 0.0f) {
+        result.replica_losses[k] += config_.RegularizationShare(model_.RegularizationLoss(weights), r, n, split);
+        model_.AddRegularizationGradient(weights, regularization_scale, replica.grads);
+      }
       PackParameters(replica.grads, replica.flat);
     });
     } catch (const std::exception& e) {
@@ -565,27 +516,11 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   return result;
 }
 
-Status Cluster::CheckEmptyReplicas(const std::vector<std::int64_t>& batch_sizes, std::int64_t step) const {
-  if (config_.empty_replica != EmptyReplicaLoss::kError || config_.convention != Convention::kTf ||
-      config_.denominator != LossDenominator::kDefault || config_.keras3_mean())
-    return Status::Ok();
-  for (std::size_t r = 0; r < batch_sizes.size(); ++r)
-    if (batch_sizes[r] == 0)
-      return Status::Runtime(
-          "step " + std::to_string(step) + ": replica " + std::to_string(r) +
-          " has no examples, and TF 2.12's compute_average_loss(per_example_loss) asserts that local batch x "
-          "replicas is positive: InvalidArgumentError: global_batch_size must be positive. (Condition x > 0 did not "
-          "hold element-wise: x = 0) Pass global_batch_size, or use TF 2.13 and later "
-          "(--empty-replica-loss zero), where the empty replica's loss is 0; the step was not applied");
-  return Status::Ok();
-}
-
 std::int64_t Cluster::PrepareReference(std::int64_t global_batch_size) {
   const auto total = static_cast<std::int64_t>(labels_.size());
-  const ClusterConfig::LossScale scale = config_.ReplicaLossScale(total, global_batch_size, 1);
-  const std::int64_t denominator = scale.denominator;
   reference_coefficients_.assign(labels_.size(), 0.0f);
-  AverageLossCoefficients<float>({}, total, denominator, scale.factor, reference_coefficients_);
+  const std::int64_t denominator =
+      config_.ReplicaCoefficients(total, global_batch_size, 1, reference_coefficients_).denominator;
   reference_losses_.assign(labels_.size(), 0.0f);
   reference_predictions_.assign(labels_.size(), 0);
   return denominator;
@@ -596,7 +531,6 @@ StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, st
                                          const std::vector<float>& reduced, float reduced_loss, std::int64_t step) {
   // One device on the whole global batch, same weights, the same loss code with N = 1.
   const auto total = static_cast<std::int64_t>(labels_.size());
-  const bool ddp = config_.convention == Convention::kDdp;
   const std::int64_t denominator = PrepareReference(global_batch_size);
   if (reference_grads_.empty()) {
     reference_grads_ = model_.ZeroParameters();
@@ -660,28 +594,12 @@ StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, st
                                 std::span(&magnitude, 1), static_cast<double>(2 * (total + n + 8)));
   check.Summarize();
   // Name the classic causes when the gradients are off by the replica count.
-  const bool unscaled_regularization =
-      !ddp && config_.regularization_scaling == RegularizationScaling::kUnscaled && model_.l2() != 0.0;
-  if (!check.within_bound && n > 1) {
+  if (!check.within_bound) {
     double worst_scale = 1;
     for (const auto& v : check.variables)
       if (!v.within_bound && std::abs(v.scale - 1) > std::abs(worst_scale - 1)) worst_scale = v.scale;
     const bool n_times = std::abs(worst_scale - static_cast<double>(n)) < 0.05 * static_cast<double>(n);
-    if (unscaled_regularization)
-      check.explanation += UnscaledRegularizationCause(n);
-    else if (n_times && config_.denominator == LossDenominator::kPerReplica && !ddp)
-      check.explanation += ": each replica divided its loss by its local batch (tf.reduce_mean) instead of the global "
-                           "batch, so the SUM over " + std::to_string(n) + " replicas makes the gradients " +
-                           std::to_string(n) + " times too large; use compute_average_loss(per_example_loss, "
-                           "global_batch_size=GLOBAL_BATCH_SIZE)";
-    else if (config_.keras3_mean())
-      check.explanation += kKeras3MeanCause;
-    else if (config_.denominator == LossDenominator::kDefault && !ddp)
-      check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
-                           "more than the global batch does; pass global_batch_size";
-    else if (ddp)
-      check.explanation += ": DDP averages per-replica means, which weighs examples on short replicas more than "
-                           "the global-batch mean does";
+    check.explanation += config_.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.l2() != 0.0);
   }
   return check;
 }
@@ -690,7 +608,7 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
                                                const std::vector<std::int64_t>& batch_sizes, std::int64_t step,
                                                StepResult& result) {
   const std::int32_t n = config_.replicas;
-  const bool ddp = config_.convention == Convention::kDdp;
+  const bool ddp = config_.mean_across_replicas();
   const std::int32_t first = first_, end = first_ + static_cast<std::int32_t>(replicas_.size());
   std::vector<ExactSegment> segments;
   for (std::int32_t r = first; r < end; ++r) {
@@ -705,7 +623,7 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
 
   // Each replica's loss, exactly: sum of coefficient_i * loss_i (exact products)
   // plus its share of the regularization; its gradient words get the same share.
-  const RegularizationSplit split = ddp ? RegularizationSplit::kTf : config_.split();
+  const RegularizationSplit split = config_.split();
   std::vector<ExactSum> losses(static_cast<std::size_t>(n));
   try {
   tbb::parallel_for(first, end, [&](std::int32_t r) {
@@ -715,18 +633,11 @@ StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& 
     const ParameterList<float>& weights = central() ? host_params_ : replica.params;
     for (std::int64_t i = offsets[k]; i < offsets[k + 1]; ++i)
       losses[k].AddProduct(coefficients_[static_cast<std::size_t>(i)], losses_[static_cast<std::size_t>(i)]);
-    const float regularization = model_.RegularizationLoss(weights);
-    if (ddp || config_.regularization_scaling == RegularizationScaling::kUnscaled) {
-      // DDP: every replica's loss holds the whole regularization and the MEAN divides
-      // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
-      losses[k].Add(regularization);
-      AddRegularizationWords(model_, weights, 1.0f, replica.words);
-    } else if (split == RegularizationSplit::kTf) {
-      losses[k].Add(ScaleRegularizationLoss(regularization, n));
-      AddRegularizationWords(model_, weights, ScaleRegularizationLoss(1.0f, n), replica.words);
-    } else if (r == 0) {
-      losses[k].Add(regularization);
-      AddRegularizationWords(model_, weights, 1.0f, replica.words);
+    // DDP: every replica's loss holds the whole regularization and the MEAN divides
+    // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
+    if (const float scale = config_.RegularizationShare(1.0f, r, n, split); scale != 0.0f) {
+      losses[k].Add(config_.RegularizationShare(model_.RegularizationLoss(weights), r, n, split));
+      AddRegularizationWords(model_, weights, scale, replica.words);
     }
     result.replica_losses[k] = offsets[k + 1] == offsets[k] && config_.empty_replica_nan()
                                    ? std::numeric_limits<float>::quiet_NaN()
@@ -781,7 +692,6 @@ StepCheck Cluster::CheckExactAgainstReference(const ParameterList<float>& weight
                                               const std::vector<float>& reduced, float reduced_loss,
                                               std::int64_t step) {
   // One device on the whole global batch, exact mode, the same loss code with N = 1.
-  const bool ddp = config_.convention == Convention::kDdp;
   PrepareReference(global_batch_size);
   if (reference_grads_.empty()) reference_grads_ = model_.ZeroParameters();
   const float reference_loss =
@@ -804,29 +714,8 @@ StepCheck Cluster::CheckExactAgainstReference(const ParameterList<float>& weight
   }
   check.loss = CompareBitwise("loss", std::span(&reduced_loss, 1), std::span(&reference_loss, 1));
   check.Summarize();
-  const auto n = config_.replicas;
-  const bool power_of_two = (n & (n - 1)) == 0;
-  const bool unscaled_regularization =
-      !ddp && config_.regularization_scaling == RegularizationScaling::kUnscaled && model_.l2() != 0.0;
-  if (!check.within_bound && n > 1) {
-    if (ddp && !power_of_two)
-      check.explanation += ": DDP divides each replica's loss by its local batch and the sum by " + std::to_string(n) +
-                           ", which is not a power of two, so the scaling itself rounds";
-    else if (unscaled_regularization)
-      check.explanation += UnscaledRegularizationCause(n);
-    else if (!ddp && config_.split() == RegularizationSplit::kTf && !power_of_two && model_.l2() != 0.0)
-      check.explanation += ": scale_regularization_loss gives every replica 1/" + std::to_string(n) +
-                           " of the regularization, which rounds because " + std::to_string(n) +
-                           " is not a power of two; --regularization-split exact keeps the total exact";
-    else if (config_.denominator == LossDenominator::kPerReplica && !ddp)
-      check.explanation += ": each replica divided its loss by its local batch (tf.reduce_mean) instead of the global "
-                           "batch; use compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
-    else if (config_.keras3_mean())
-      check.explanation += kKeras3MeanCause;
-    else if (config_.denominator == LossDenominator::kDefault && !ddp)
-      check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
-                           "more than the global batch does; pass global_batch_size";
-  }
+  if (!check.within_bound)
+    check.explanation += config_.ExactMismatchCause(config_.replicas, config_.split(), model_.l2() != 0.0);
   return check;
 }
 

@@ -30,6 +30,7 @@
 #include "sim/batch_runner.h"
 #include "sim/collectives.h"
 #include "sim/faults.h"
+#include "sim/loss_code.h"
 #include "sim/message_log.h"
 #include "sim/reference_check.h"
 #include "sim/strategy.h"
@@ -40,58 +41,29 @@ namespace dtlab {
 
 class ComputeBackend;
 
-struct ClusterConfig {
+/// The cluster's shape and checks, and the loss code its replicas run (the LossCode
+/// base: convention, denominator, regularization, reduction, ...).
+struct ClusterConfig : LossCode {
   StrategyKind strategy = StrategyKind::kOneDevice;
   std::int32_t replicas = 1;  // num_replicas_in_sync (workers x replicas per worker)
   std::int32_t workers = 1;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
-  Convention convention = Convention::kTf;
-  LossDenominator denominator = LossDenominator::kGlobal;  // the tutorial passes global_batch_size
   bool check_reference = false;
   MathMode math = MathMode::kFast;
-  /// Unset: kExact in exact mode (so N replicas equal one device), kTf in fast mode.
-  std::optional<RegularizationSplit> regularization_split;
-  // The loss code's other choices (the pitfalls scenarios demonstrate).
-  RegularizationScaling regularization_scaling = RegularizationScaling::kScaled;
-  EmptyReplicaLoss empty_replica = EmptyReplicaLoss::kZero;
-  LossReduction reduction = LossReduction::kNone;
-  KerasVersion keras = KerasVersion::k3;
   // Fault injection (sim/faults.h) and detection.
   std::vector<FaultSpec> faults;
   double collective_timeout_seconds = 60;  // how long a collective waits for a replica (simulated)
 
-  RegularizationSplit split() const {
-    return regularization_split.value_or(math == MathMode::kExact ? RegularizationSplit::kExact
-                                                                  : RegularizationSplit::kTf);
-  }
+  const LossCode& loss() const { return *this; }
+  using LossCode::split;
+  /// The regularization split in force: the one asked for, else exact mode's or fast mode's default.
+  RegularizationSplit split() const { return LossCode::split(math); }
 
   std::int32_t replicas_per_worker() const { return workers > 0 ? replicas / workers : 0; }
   /// InvalidArgument naming the option for N < 1, workers that do not divide N, a
   /// strategy that does not take that many replicas or workers, and for a loss
-  /// reduction the chosen Keras refuses in custom loops (CheckReductionForCustomLoop).
+  /// reduction the chosen Keras refuses in custom loops (LossCode::Validate).
   Status Validate() const;
-
-  /// How a replica with `local_batch` examples turns the sum of its per-example
-  /// losses into its loss: div_no_nan(sum, denominator) * factor, and so each
-  /// example's coefficient is div_no_nan(factor, denominator) (TF's autodiff).
-  struct LossScale {
-    std::int64_t denominator = 1;
-    float factor = 1.0f;  // 1/N for Keras 3's sum_over_batch_size (scale_loss_for_distribution)
-  };
-  /// `num_replicas` is num_replicas_in_sync: the cluster's N, or 1 for the
-  /// one-device reference.
-  LossScale ReplicaLossScale(std::int64_t local_batch, std::int64_t global_batch_size, std::int32_t num_replicas) const;
-  /// Keras 3's sum_over_batch_size loss object replaces compute_average_loss.
-  bool keras3_mean() const {
-    return convention == Convention::kTf && reduction == LossReduction::kSumOverBatchSize && keras == KerasVersion::k3;
-  }
-  /// An empty replica's loss is NaN: tf.reduce_mean of no values is 0/0.
-  bool empty_replica_nan() const {
-    return convention == Convention::kTf && !keras3_mean() && denominator == LossDenominator::kPerReplica;
-  }
-  /// The per-replica loss as TF code, e.g. "compute_average_loss(per_example_loss,
-  /// global_batch_size=256) + scale_regularization_loss(l2 * sum(kernel^2))".
-  std::string LossCodeText(std::int64_t global_batch_size) const;
 };
 
 /// What one synchronous step produced.

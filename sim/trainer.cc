@@ -632,6 +632,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     options.flops_per_example = flops_per_example;
     options.link = config.link;
     options.math = config.cluster.math;
+    options.loss = config.cluster.loss();
+    options.batch_size = config.batch_per_replica;  // a worker's batch (its dataset_fn's, below)
     DTLAB_ASSIGN_OR_RETURN(auto made, ParameterServerCluster::Create(*model, options, config.optimizer,
                                                                      optimizer_options, state.params, config.chunk_size,
                                                                      group));
@@ -802,10 +804,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
                                   std::to_string(state.epoch + 1) + ")";
         for (std::size_t r = 0; r < result.replica_losses.size(); ++r)
           if (std::isnan(result.replica_losses[r]) && result.replica_batch_sizes[r] == 0)
-            return Status::Runtime("the loss became NaN" + where + ": replica " + std::to_string(r) +
-                                   " had no examples, and tf.reduce_mean of no values is 0 / 0 (in every TF "
-                                   "version); divide by the global batch instead: compute_average_loss("
-                                   "per_example_loss, global_batch_size=...) (--loss-denominator global)");
+            return Status::Runtime("the loss became NaN" + where + LossCode::EmptyReplicaNanCause(r));
         return Status::Runtime("the loss became " + std::string(std::isnan(result.loss) ? "NaN" : "infinite") + where +
                                "; try a smaller --lr");
       }
