@@ -466,8 +466,9 @@ Status Cluster::ReduceAcrossReplicas(ReduceOp op, std::int64_t step) {
     Reduce<Word>(buffers, 0, op, options);
   else
     AllReduce<Word>(buffers, op, options);
-  return CollectiveStatus(central() ? "reduce" : "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce)),
-                          step);
+  const std::string name =
+      central() ? "reduce" : "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce));
+  return CollectiveStatus(name, step);
 }
 
 Status Cluster::CollectiveStatus(const std::string& collective, std::int64_t step) const {

@@ -138,8 +138,10 @@ class Cluster final : public TrainingEngine {
                ? &replicas_[static_cast<std::size_t>(r - first_)]
                : nullptr;
   }
-  // The variables replica computes with: its own, or the host's for CentralStorage.
-  const ParameterList<float>& Weights(const Replica& replica) const { return central() ? host_params_ : replica.params; }
+  // The variables a replica computes with: its own, or the host's for CentralStorage.
+  const ParameterList<float>& Weights(const Replica& replica) const {
+    return central() ? host_params_ : replica.params;
+  }
   // With a worker group: makes `values` (one slice per replica, replica r's at
   // [offsets[r], offsets[r+1])) whole on every worker from each worker's slices.
   template <typename T>

@@ -28,8 +28,8 @@ Status FaultInjector::CheckAgainstModel(const std::vector<FaultSpec>& faults, co
     }
     if (fault.kind == FaultKind::kNonFinite && !fault.variable.empty() &&
         std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == fault.variable; })) {
-      return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": the model has no variable '" + fault.variable +
-                                     "' (variables: " + JoinText(params, ", ", [](const auto& p) { return p.name; }) +
+      return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": the model has no variable '" +
+                                     fault.variable + "' (variables: " + JoinText(params, ", ", [](const auto& p) { return p.name; }) +
                                      ")");
     }
   }
@@ -51,8 +51,8 @@ Status FaultInjector::BeginStep(std::int64_t step, std::vector<double>& straggle
     if (fault.kind == FaultKind::kDie && fault.step <= step) {
       messages_.dead[r] = 1;
       if (n == 1)
-        return Status::Runtime("step " + std::to_string(step) + ": replica 0, the only one, stopped responding (fault " +
-                               FaultSpecText(fault) + ")");
+        return Status::Runtime("step " + std::to_string(step) +
+                               ": replica 0, the only one, stopped responding (fault " + FaultSpecText(fault) + ")");
     }
     if (fault.step != step) continue;
     if (fault.kind == FaultKind::kDrop || fault.kind == FaultKind::kCorrupt) {

@@ -173,7 +173,8 @@ float ParameterServerCluster::WorkerGradient(const ImageDataset& data, const std
   const BatchSegment segment{&params, 0, b, &grads, nullptr};
   runner_.Run(images_, labels_, coefficients_, losses_, predictions_, std::span(&segment, 1));
   model_.AddRegularizationGradient(params, loss.RegularizationShare(1.0f, 0, 1, split), grads);
-  return loss.ReplicaDataLoss(losses_, scale) + loss.RegularizationShare(model_.RegularizationLoss(params), 0, 1, split);
+  return loss.ReplicaDataLoss(losses_, scale) +
+         loss.RegularizationShare(model_.RegularizationLoss(params), 0, 1, split);
 }
 
 // The protocol across ranks: each message is a kind, then its fields in order.

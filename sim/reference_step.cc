@@ -29,7 +29,8 @@ StepCheck ReferenceStep::Check(const LossCode& loss, MathMode math, const Distri
 std::int64_t ReferenceStep::Prepare(const LossCode& loss, const Distributed& step) {
   const auto total = static_cast<std::int64_t>(step.labels.size());
   coefficients_.assign(step.labels.size(), 0.0f);
-  const std::int64_t denominator = loss.ReplicaCoefficients(total, step.global_batch_size, 1, coefficients_).denominator;
+  const std::int64_t denominator =
+      loss.ReplicaCoefficients(total, step.global_batch_size, 1, coefficients_).denominator;
   losses_.assign(step.labels.size(), 0.0f);
   predictions_.assign(step.labels.size(), 0);
   return denominator;

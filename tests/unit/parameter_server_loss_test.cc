@@ -43,9 +43,8 @@ class ParameterServerLoss : public ::testing::TestWithParam<MathMode> {
       next += size;
     }
     Outcome run;
-    EXPECT_TRUE(
-        cluster->RunEpoch(data_, batches, 0, 0.1f, -1, [&](const ParameterServerUpdate& u) { run.losses.push_back(u.loss); })
-            .ok());
+    const auto record = [&](const ParameterServerUpdate& u) { run.losses.push_back(u.loss); };
+    EXPECT_TRUE(cluster->RunEpoch(data_, batches, 0, 0.1f, -1, record).ok());
     run.variables = cluster->variables();
     return run;
   }
