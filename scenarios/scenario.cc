@@ -293,16 +293,7 @@ StatusOr<std::string> RunDirectory(const std::string& parent, const std::string&
   return parent + "/" + run_name;
 }
 
-StatusOr<LossScalingCode> BuiltinLossCode(std::string_view name) {
-  if (name == "correct") return TfCorrectScaling();
-  if (name == "per-replica-mean") return PerReplicaMeanScaling();
-  if (name == "default-denominator") return DefaultDenominatorScaling();
-  if (name == "unscaled-regularization") return UnscaledRegularization();
-  if (name == "per-pixel-without-hw") return PerPixelWithoutHw();
-  return Status::InvalidArgument("unknown loss code '" + std::string(name) +
-                                 "'; allowed values: correct, per-replica-mean, default-denominator, "
-                                 "unscaled-regularization, per-pixel-without-hw");
-}
+StatusOr<LossScalingCode> BuiltinLossCode(std::string_view name) { return BuiltinScalingCode(name); }
 
 StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path, const std::vector<std::string>& sets) {
   toml::table root;

@@ -54,16 +54,6 @@ std::string Table(const std::vector<std::vector<std::string>>& rows, const std::
   return out;
 }
 
-std::string LossCode(const TrainConfig& c) {
-  if (c.cluster.convention == Convention::kDdp) return "ddp mean";
-  std::string code = std::string(LossDenominatorName(c.cluster.denominator));
-  if (c.cluster.regularization_scaling == RegularizationScaling::kUnscaled) code += ", unscaled reg.";
-  if (c.cluster.empty_replica == EmptyReplicaLoss::kError) code += ", TF 2.12";
-  if (c.cluster.reduction != LossReduction::kNone) code += ", " + std::string(LossReductionName(c.cluster.reduction));
-  if (c.cluster.keras == KerasVersion::k2) code += ", Keras 2";
-  return code;
-}
-
 // How the global batch is split: the rebatch rule in force, "function" for
 // distribute_datasets_from_function, "-" with one replica (no split).
 std::string Split(const TrainConfig& c) {
@@ -96,7 +86,7 @@ std::vector<std::vector<std::string>> RunRows(const ScenarioResult& result) {
   for (const auto& r : result.runs) {
     const TrainConfig& c = r.run->config;
     const bool ok = r.status.ok();
-    rows.push_back({r.name, Cluster(c), std::to_string(c.global_batch_size()), Split(c), LossCode(c),
+    rows.push_back({r.name, Cluster(c), std::to_string(c.global_batch_size()), Split(c), c.cluster.loss().ShortName(),
                     std::string(MathModeName(c.cluster.math)), ok ? std::to_string(r.report.steps) : "-",
                     ok ? Format("%.4f", r.Value("final_loss")) : "-",
                     ok ? Format("%.2f%%", 100 * r.report.final_test_accuracy) : "-", ReferenceColumn(r)});
@@ -189,7 +179,7 @@ nlohmann::json ScenarioToJson(const ScenarioResult& result) {
                           {"workers", c.cluster.workers},
                           {"global_batch", c.global_batch_size()},
                           {"split", Split(c)},
-                          {"loss_code", LossCode(c)},
+                          {"loss_code", c.cluster.loss().ShortName()},
                           {"math", MathModeName(c.cluster.math)},
                           {"status", r.status.ok() ? "ok" : (r.refused() ? "refused" : "fault")}};
     if (!r.status.ok()) run["message"] = r.status.message();

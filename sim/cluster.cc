@@ -1,38 +1,42 @@
 #include "sim/cluster.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <csignal>
-#include <cstdio>
-#include <cstring>
 #include <limits>
-#include <stdexcept>
-#include <thread>
+#include <numeric>
+#include <type_traits>
 
 #include <tbb/parallel_for.h>
 
 #include "core/batch.h"
 #include "core/loss.h"
-#include "core/text.h"
 #include "sim/device_backend.h"
 
 namespace dtlab {
 
 namespace {
 
-double L2Norm(std::span<const float> values) {
-  double squares = 0;
-  for (const float v : values) squares += static_cast<double>(v) * v;
-  return std::sqrt(squares);
-}
+// The CPU's BatchRunner as a compute backend.
+class CpuCompute final : public ComputeBackend {
+ public:
+  explicit CpuCompute(BatchRunner& runner) : runner_(runner) {}
+  std::string Description() const override { return "cpu"; }
+  Status Run(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
+             std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+             std::span<const BatchSegment> segments) override {
+    runner_.Run(images, labels, coefficients, per_example_loss, predictions, segments);
+    return Status::Ok();
+  }
+  Status RunExact(const Tensor<float>& images, std::span<const std::int32_t> labels,
+                  std::span<const float> coefficients, std::span<float> per_example_loss,
+                  std::span<std::int32_t> predictions, std::span<const ExactSegment> segments) override {
+    runner_.RunExact(images, labels, coefficients, per_example_loss, predictions, segments);
+    return Status::Ok();
+  }
 
-// Why a check failed when every replica added the whole regularization loss.
-std::string UnscaledRegularizationCause(std::int32_t n) {
-  return ": every replica added the whole regularization loss instead of scale_regularization_loss (1/" +
-         std::to_string(n) + " of it), so the SUM over " + std::to_string(n) + " replicas holds " +
-         std::to_string(n) + " times the weight decay";
-}
+ private:
+  BatchRunner& runner_;
+};
 
 // "dense/kernel (NaN), dense/bias (infinite)": the variables for which
 // classify(p) -> {has NaN, has infinity} finds a non-finite value; empty if none.
@@ -79,90 +83,16 @@ Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::
     const std::size_t r = k + static_cast<std::size_t>(first_);
     std::int64_t losses = 0;
     for (std::int64_t i = offsets[r]; i < offsets[r + 1]; ++i) losses += !std::isfinite(losses_[static_cast<std::size_t>(i)]);
-    const std::string weights = NonFiniteVariables(model_, central() ? host_params_ : replicas_[k].params);
+    const std::string weights = NonFiniteVariables(model_, Weights(replicas_[k]));
+    const std::string injected = faults_ != nullptr ? faults_->injected_nan() : "";
     return Status::Runtime(
         "step " + std::to_string(step) + ": replica " + std::to_string(r) + " of " + std::to_string(config_.replicas) +
         " computed a non-finite gradient for " + bad + "; " + std::to_string(losses) + " of its " +
         std::to_string(offsets[r + 1] - offsets[r]) + " examples have a non-finite loss; " +
         (weights.empty() ? "its weights were finite before the step" : "its weights were already non-finite: " + weights) +
-        (injected_nan_.empty() ? ". Try a smaller --lr" : "; the value was injected by the fault " + injected_nan_));
+        (injected.empty() ? ". Try a smaller --lr" : "; the value was injected by the fault " + injected));
   }
   return Status::Ok();
-}
-
-Status Cluster::PrepareFaults(std::int64_t step, StepResult& result) {
-  const std::int32_t n = config_.replicas;
-  message_faults_.failure.clear();
-  message_faults_.step = step;
-  message_faults_.dead.assign(static_cast<std::size_t>(n), 0);
-  message_faults_.messages.clear();
-  message_faults_.timeout_seconds = config_.collective_timeout_seconds;
-  injected_nan_.clear();
-  char timeout[32];
-  std::snprintf(timeout, sizeof timeout, "%g", config_.collective_timeout_seconds);
-  for (const FaultSpec& fault : config_.faults) {
-    const auto r = static_cast<std::size_t>(fault.replica);
-    if (fault.kind == FaultKind::kDie && fault.step <= step) {
-      message_faults_.dead[r] = 1;
-      if (n == 1)
-        return Status::Runtime("step " + std::to_string(step) + ": replica 0, the only one, stopped responding (fault " +
-                               FaultSpecText(fault) + ")");
-    }
-    if (fault.step != step) continue;
-    if (fault.kind == FaultKind::kDrop || fault.kind == FaultKind::kCorrupt) {
-      message_faults_.messages.push_back(fault);
-    } else if (fault.kind == FaultKind::kStraggler) {
-      if (fault.seconds > config_.collective_timeout_seconds && n > 1) {
-        char late[32];
-        std::snprintf(late, sizeof late, "%g", fault.seconds);
-        return Status::Runtime("step " + std::to_string(step) + ": the collective timed out after " + timeout +
-                               " s waiting for replica " + std::to_string(fault.replica) +
-                               ", a straggler whose compute took " + late + " s longer (fault " + FaultSpecText(fault) +
-                               "); raise --collective-timeout to wait longer");
-      }
-      result.straggler_seconds.resize(static_cast<std::size_t>(n), 0.0);
-      result.straggler_seconds[r] += fault.seconds;
-    }
-  }
-  return Status::Ok();
-}
-
-void Cluster::ThrowIfInjected(std::int32_t replica, std::int64_t step) const {
-  for (const FaultSpec& fault : config_.faults)
-    if (fault.kind == FaultKind::kThrow && fault.replica == replica && fault.step == step) {
-      const std::string layer = fault.layer.empty() ? std::string(model_.layers().front()->name()) : fault.layer;
-      throw std::runtime_error("step " + std::to_string(step) + ": replica " + std::to_string(replica) +
-                               " raised an exception in layer '" + layer + "' (fault " + FaultSpecText(fault) + ")");
-    }
-}
-
-void Cluster::InjectNonFinite(std::int64_t step) {
-  for (const FaultSpec& fault : config_.faults) {
-    if (fault.kind != FaultKind::kNonFinite || fault.step != step) continue;
-    const auto& params = model_.parameters();
-    std::size_t variable = 0, offset = 0;
-    for (std::size_t p = 0; p < params.size(); ++p)
-      if (params[p].name == fault.variable) variable = p;
-    for (std::size_t p = 0; p < variable; ++p) offset += static_cast<std::size_t>(NumElements(params[p].spec.shape));
-    Replica* local = Local(fault.replica);
-    if (local == nullptr) continue;  // another worker's replica
-    Replica& replica = *local;
-    const float value = fault.infinity ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
-    if (config_.math == MathMode::kExact) {
-      replica.words[offset * kExactWords + kExactDigitWords] += fault.infinity ? kExactPosInfUnit : kExactNanUnit;
-    } else {
-      replica.grads[variable].data()[0] = value;
-      replica.flat[offset] = value;
-    }
-    injected_nan_ = FaultSpecText(fault);
-  }
-}
-
-// {0, 1, ..., n}: the slices of values that hold one value per replica.
-static std::vector<std::int64_t> ReplicaSlices(std::int32_t n) {
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(n) + 1);
-  for (std::int32_t r = 0; r <= n; ++r) offsets[static_cast<std::size_t>(r)] = r;
-  return offsets;
 }
 
 template <typename T>
@@ -178,26 +108,6 @@ Status Cluster::ShareSlices(std::vector<T>& values, const std::vector<std::int64
   const auto begin = values.begin() + offsets[static_cast<std::size_t>(first_)];
   const std::vector<T> mine(begin, begin + static_cast<std::ptrdiff_t>(counts[static_cast<std::size_t>(group_->rank())]));
   return group_->AllGatherValues(std::span<const T>(mine), std::span<T>(values), counts, what, step);
-}
-
-Status Cluster::RealFaults(std::int64_t step) {
-  for (const FaultSpec& fault : config_.faults) {
-    if (fault.step != step || Local(fault.replica) == nullptr) continue;
-    if (fault.kind == FaultKind::kDie) {
-      std::fprintf(stderr, "fault %s: rank %d kills itself with SIGKILL at step %lld\n", FaultSpecText(fault).c_str(),
-                   group_->rank(), static_cast<long long>(step));
-      std::fflush(stderr);
-      std::raise(SIGKILL);
-    }
-    if (fault.kind == FaultKind::kStraggler)
-      std::this_thread::sleep_for(std::chrono::duration<double>(fault.seconds));
-  }
-  return Status::Ok();
-}
-
-Status Cluster::CollectiveStatus(const std::string& collective, std::int64_t step) const {
-  if (!faults_active_ || !message_faults_.failed()) return Status::Ok();
-  return Status::Runtime(collective + " at step " + std::to_string(step) + ": " + message_faults_.failure);
 }
 
 void PackParameters(const ParameterList<float>& params, std::span<float> flat) {
@@ -233,9 +143,9 @@ Status ClusterConfig::Validate() const {
     return Status::InvalidArgument("--workers " + std::to_string(workers) + " needs the multi_worker_mirrored or "
                                    "parameter_server strategy (" + std::string(StrategyName(strategy)) +
                                    " runs on one worker)");
-  DTLAB_RETURN_IF_ERROR(CheckReductionForCustomLoop(reduction, keras));
+  DTLAB_RETURN_IF_ERROR(LossCode::Validate());
   for (const FaultSpec& fault : faults) {
-    // Both fields index the replicas (PrepareFaults, the transport): in range or refused.
+    // Both fields index the replicas (FaultInjector::BeginStep, the transport): in range or refused.
     for (const auto& [field, value] : {std::pair<const char*, std::int32_t>{"replica", fault.replica},
                                        std::pair<const char*, std::int32_t>{"to", fault.to}}) {
       if (value < (std::string_view(field) == "to" ? -1 : 0) || value >= replicas)
@@ -251,50 +161,11 @@ Status ClusterConfig::Validate() const {
   }
   if (!(collective_timeout_seconds > 0))
     return Status::InvalidArgument("--collective-timeout must be positive (simulated seconds)");
-  if (strategy == StrategyKind::kParameterServer && regularization_scaling == RegularizationScaling::kUnscaled)
-    return Status::InvalidArgument("regularization scaling 'unscaled' applies to synchronous replicas; "
-                                   "parameter_server workers each apply their own update");
   return Status::Ok();
 }
 
-namespace {
-// Why Keras 3's sum_over_batch_size fails the reference check (fast and exact mode).
-constexpr const char* kKeras3MeanCause =
-    ": Keras 3's sum_over_batch_size divides each replica's losses by its local batch and by "
-    "num_replicas_in_sync, like compute_average_loss without global_batch_size, so examples on short replicas "
-    "weigh more than the global batch gives them; use reduction none and compute_average_loss(per_example_loss, "
-    "global_batch_size=GLOBAL_BATCH_SIZE)";
-}  // namespace
-
-ClusterConfig::LossScale ClusterConfig::ReplicaLossScale(std::int64_t local_batch, std::int64_t global_batch_size,
-                                                         std::int32_t num_replicas) const {
-  if (convention == Convention::kDdp) return {local_batch, 1.0f};
-  if (keras3_mean())
-    // keras/src/losses/loss.py reduce_values: divide_no_nan(sum, local batch), then
-    // scale_loss_for_distribution multiplies by float32(1.0 / num_replicas_in_sync).
-    return {local_batch, num_replicas > 1 ? static_cast<float>(1.0 / num_replicas) : 1.0f};
-  return {ReplicaDenominator(denominator, local_batch, global_batch_size, num_replicas), 1.0f};
-}
-
-std::string ClusterConfig::LossCodeText(std::int64_t global_batch_size) const {
-  std::string data;
-  if (convention == Convention::kDdp)
-    data = "mean(per_example_loss) (PyTorch DDP: gradients MEAN all-reduced)";
-  else if (keras3_mean())
-    data = "SparseCategoricalCrossentropy(from_logits=True, reduction='sum_over_batch_size')(labels, logits) "
-           "(Keras 3: the local mean x 1/num_replicas_in_sync)";
-  else if (denominator == LossDenominator::kGlobal)
-    data = "compute_average_loss(per_example_loss, global_batch_size=" + std::to_string(global_batch_size) + ")";
-  else if (denominator == LossDenominator::kDefault)
-    data = "compute_average_loss(per_example_loss)";
-  else
-    data = "tf.reduce_mean(per_example_loss)";
-  const bool unscaled = convention == Convention::kDdp || regularization_scaling == RegularizationScaling::kUnscaled;
-  return data + (unscaled ? " + l2 * sum(kernel^2)" : " + scale_regularization_loss(l2 * sum(kernel^2))");
-}
-
 Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size)
-    : model_(model), config_(config), runner_(model, chunk_size) {}
+    : model_(model), config_(config), runner_(model, chunk_size), cpu_(std::make_unique<CpuCompute>(runner_)) {}
 
 StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& model, const ClusterConfig& config,
                                                    std::string_view optimizer, const OptimizerOptions& options,
@@ -316,24 +187,12 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
   }
   if (config.strategy == StrategyKind::kParameterServer)
     return Status::InvalidArgument("the parameter_server strategy is asynchronous and is not run by Cluster");
-  for (const FaultSpec& fault : config.faults) {
-    const auto& params = model.parameters();
-    const auto& layers = model.layers();
-    if (fault.kind == FaultKind::kThrow && !fault.layer.empty() &&
-        std::none_of(layers.begin(), layers.end(), [&](const auto& l) { return l->name() == fault.layer; })) {
-      return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": the model has no layer '" + fault.layer +
-                                     "' (layers: " + JoinText(layers, ", ", [](const auto& l) { return l->name(); }) +
-                                     ")");
-    }
-    if (fault.kind == FaultKind::kNonFinite && !fault.variable.empty() &&
-        std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == fault.variable; })) {
-      return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": the model has no variable '" + fault.variable +
-                                     "' (variables: " + JoinText(params, ", ", [](const auto& p) { return p.name; }) +
-                                     ")");
-    }
-  }
+  DTLAB_RETURN_IF_ERROR(FaultInjector::CheckAgainstModel(config.faults, model));
   std::unique_ptr<Cluster> cluster(new Cluster(model, config, chunk_size));
-  cluster->faults_active_ = !config.faults.empty();
+  if (!config.faults.empty())
+    cluster->faults_ =
+        std::make_unique<FaultInjector>(config.faults, model, config.replicas, config.collective_timeout_seconds);
+  if (config.check_reference) cluster->reference_ = std::make_unique<ReferenceStep>(model, chunk_size);
   const auto flat_size = static_cast<std::size_t>(model.num_parameter_values());
   cluster->group_ = group;
   const std::int32_t local = group != nullptr ? config.replicas / group->size() : config.replicas;
@@ -418,132 +277,214 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
     batch_sizes[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(mine.size());
     offsets[static_cast<std::size_t>(r) + 1] = static_cast<std::int64_t>(indices.size());
   }
-  const auto total = static_cast<std::int64_t>(indices.size());
   GatherBatch(data, indices, images_, labels_);
   losses_.assign(indices.size(), 0.0f);
   predictions_.assign(indices.size(), 0);
   coefficients_.assign(indices.size(), 0.0f);
 
-  // Loss scaling: TF divides by the chosen denominator on each replica and SUMs;
-  // DDP takes each replica's mean and MEANs the gradients.
-  const bool ddp = config_.convention == Convention::kDdp;
-  std::vector<ClusterConfig::LossScale> scales(static_cast<std::size_t>(n));
+  // Each example's coefficient, as the loss code says (sim/loss_code.h).
+  std::vector<LossCode::LossScale> scales(static_cast<std::size_t>(n));
   for (std::int32_t r = 0; r < n; ++r) {
     const auto k = static_cast<std::size_t>(r);
-    scales[k] = config_.ReplicaLossScale(batch_sizes[k], global_batch_size, n);
-    AverageLossCoefficients<float>({}, batch_sizes[k], scales[k].denominator, scales[k].factor,
-                                   std::span(coefficients_).subspan(static_cast<std::size_t>(offsets[k]),
-                                                                    static_cast<std::size_t>(batch_sizes[k])));
+    scales[k] = config_.ReplicaCoefficients(batch_sizes[k], global_batch_size, n,
+                                            std::span(coefficients_).subspan(static_cast<std::size_t>(offsets[k]),
+                                                                             static_cast<std::size_t>(batch_sizes[k])));
   }
-  DTLAB_RETURN_IF_ERROR(CheckEmptyReplicas(batch_sizes, step));
+  DTLAB_RETURN_IF_ERROR(config_.CheckEmptyReplicas(batch_sizes, step));
 
   StepResult result;
   result.replica_losses.assign(static_cast<std::size_t>(n), 0.0f);
   result.replica_batch_sizes = batch_sizes;
-  result.examples = total;
-  if (faults_active_) DTLAB_RETURN_IF_ERROR(group_ != nullptr ? RealFaults(step) : PrepareFaults(step, result));
-  const std::int32_t first = first_, end = first_ + static_cast<std::int32_t>(replicas_.size());
-  CollectiveOptions options;
-  options.algorithm = config_.all_reduce;
-  options.replicas_per_worker = config_.replicas_per_worker();
-  options.step = step;
-  options.log = &log_;
-  options.faults = faults_active_ ? &message_faults_ : nullptr;
-  std::vector<std::span<float>> buffers;
-  for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
-  float reduced_loss = 0.0f;
-  if (config_.math == MathMode::kExact) {
-    DTLAB_ASSIGN_OR_RETURN(reduced_loss, ExactComputeAndReduce(offsets, batch_sizes, step, result));
-  } else {
-    // This process's replicas only (all of them in a single-process run).
-    std::vector<BatchSegment> segments;
-    for (std::int32_t r = first; r < end; ++r) {
-      Replica& replica = *Local(r);
-      segments.push_back({central() ? &host_params_ : &replica.params, offsets[static_cast<std::size_t>(r)],
-                          batch_sizes[static_cast<std::size_t>(r)], &replica.grads, nullptr});
-    }
-    if (compute_ != nullptr)
-      DTLAB_RETURN_IF_ERROR(compute_->Run(images_, labels_, coefficients_, losses_, predictions_, segments));
+  result.examples = static_cast<std::int64_t>(indices.size());
+  if (faults_ != nullptr) {
+    if (group_ != nullptr)
+      faults_->BeginRealStep(step, first_, first_ + static_cast<std::int32_t>(replicas_.size()), group_->rank());
     else
-      runner_.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
-
-    // Per replica: its loss (with its share of the regularization), the regularization
-    // gradient, its metric, and its gradient packed for the collective.
-    const bool unscaled = ddp || config_.regularization_scaling == RegularizationScaling::kUnscaled;
-    const float regularization_scale = unscaled ? 1.0f : ScaleRegularizationLoss(1.0f, n);
-    try {
-    tbb::parallel_for(first, end, [&](std::int32_t r) {
-      if (faults_active_) ThrowIfInjected(r, step);
-      const auto k = static_cast<std::size_t>(r);
-      Replica& replica = *Local(r);
-      const ParameterList<float>& weights = central() ? host_params_ : replica.params;
-      const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
-      const float data_loss =
-          config_.empty_replica_nan() && count == 0
-              ? std::numeric_limits<float>::quiet_NaN()
-              : ComputeAverageLoss<float>(std::span(losses_).subspan(begin, count), {}, scales[k].denominator) *
-                    scales[k].factor;
-      const float regularization = model_.RegularizationLoss(weights);
-      result.replica_losses[k] = data_loss + (unscaled ? regularization : ScaleRegularizationLoss(regularization, n));
-      model_.AddRegularizationGradient(weights, regularization_scale, replica.grads);
-      PackParameters(replica.grads, replica.flat);
-    });
-    } catch (const std::exception& e) {
-      return Status::Runtime(std::string(e.what()) + "; the step was not applied");
-    }
-    if (faults_active_) InjectNonFinite(step);
-    DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
-    DTLAB_RETURN_IF_ERROR(ShareSlices(result.replica_losses, ReplicaSlices(n), "the replicas' losses", step));
-    // strategy.reduce of the per-replica losses, in replica order.
-    for (const float l : result.replica_losses) reduced_loss += l;
-    if (ddp) reduced_loss /= static_cast<float>(n);
-
-    // The collective.
-    const ReduceOp op = ddp ? ReduceOp::kMean : ReduceOp::kSum;
-    if (group_ != nullptr) {
-      DTLAB_RETURN_IF_ERROR(group_->AllReduce(buffers, n, op, options));
-    } else if (central()) {
-      Reduce<float>(buffers, 0, op, options);
-    } else {
-      AllReduce<float>(buffers, op, options);
-    }
-    DTLAB_RETURN_IF_ERROR(
-        CollectiveStatus(central() ? "reduce" : "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce)),
-                         step));
+      DTLAB_RETURN_IF_ERROR(faults_->BeginStep(step, result.straggler_seconds));
   }
-  result.loss = reduced_loss;
+  DTLAB_ASSIGN_OR_RETURN(result.loss, config_.math == MathMode::kExact
+                                          ? ComputeAndReduce<std::int64_t>(offsets, batch_sizes, scales, step, result)
+                                          : ComputeAndReduce<float>(offsets, batch_sizes, scales, step, result));
   // Every worker sees every example's loss and prediction (the metrics and the
   // reference check read them).
   DTLAB_RETURN_IF_ERROR(ShareSlices(losses_, offsets, "the per-example losses", step));
   DTLAB_RETURN_IF_ERROR(ShareSlices(predictions_, offsets, "the predictions", step));
   for (std::int32_t r = 0; r < n; ++r) {
-    const auto k = static_cast<std::size_t>(r);
-    accuracies_[k].UpdateState(std::span(labels_).subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])),
-                                      std::span(predictions_).subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])));
+    const auto begin = static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]);
+    const auto count = static_cast<std::size_t>(batch_sizes[static_cast<std::size_t>(r)]);
+    accuracies_[static_cast<std::size_t>(r)].UpdateState(std::span(labels_).subspan(begin, count),
+                                                         std::span(predictions_).subspan(begin, count));
   }
 
   if (reduced_gradient) {
     *reduced_gradient = model_.ZeroParameters();
     UnpackParameters(replicas_[0].flat, *reduced_gradient);
   }
-  if (config_.check_reference) {
-    result.check = config_.math == MathMode::kExact
-                       ? CheckExactAgainstReference(variables(), global_batch_size, replicas_[0].flat, reduced_loss, step)
-                       : CheckAgainstReference(variables(), global_batch_size, batch_sizes, replicas_[0].flat,
-                                               reduced_loss, step);
-    result.check->distributed_norm = L2Norm(replicas_[0].flat);
-    double squares = 0;
-    for (const auto& variable : reference_grads_) squares += std::pow(L2Norm(variable.span()), 2);
-    result.check->reference_norm = std::sqrt(squares);
+  if (reference_ != nullptr) {
+    ReferenceStep::Distributed distributed;
+    distributed.weights = &variables();
+    distributed.images = &images_;
+    distributed.labels = labels_;
+    distributed.per_example_loss = losses_;
+    distributed.batch_sizes = batch_sizes;
+    distributed.reduced_gradient = replicas_[0].flat;
+    distributed.reduced_loss = result.loss;
+    distributed.global_batch_size = global_batch_size;
+    distributed.step = step;
+    distributed.device_backend = compute_ != nullptr;
+    result.check = reference_->Check(config_, config_.math, distributed);
   }
+  DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step));
+  return result;
+}
 
-  // Apply the update.
+template <typename Word>
+StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offsets,
+                                          const std::vector<std::int64_t>& batch_sizes,
+                                          const std::vector<LossCode::LossScale>& scales, std::int64_t step,
+                                          StepResult& result) {
+  constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
+  // A replica's loss: the float sum the loss code's formula gives, or exactly the sum
+  // of coefficient_i * loss_i (exact products), rounded once.
+  using LossSum = std::conditional_t<kExact, ExactSum, float>;
+  const std::int32_t n = config_.replicas;
+  const std::int32_t first = first_, end = first_ + static_cast<std::int32_t>(replicas_.size());
+
+  // The forward and backward passes of this process's replicas (all of them in a
+  // single-process run), with the injected faults around them.
+  ComputeBackend& base = compute_ != nullptr ? *compute_ : *cpu_;
+  const std::unique_ptr<ComputeBackend> faulty = faults_ != nullptr ? faults_->WrapCompute(base, first, step) : nullptr;
+  ComputeBackend& compute = faulty != nullptr ? *faulty : base;
+  std::vector<std::conditional_t<kExact, ExactSegment, BatchSegment>> segments;
+  for (std::int32_t r = first; r < end; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    Replica& replica = *Local(r);
+    if constexpr (kExact)
+      segments.push_back({&Weights(replica), offsets[k], batch_sizes[k], replica.words});
+    else
+      segments.push_back({&Weights(replica), offsets[k], batch_sizes[k], &replica.grads, nullptr});
+  }
+  if constexpr (kExact)
+    DTLAB_RETURN_IF_ERROR(compute.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments));
+  else
+    DTLAB_RETURN_IF_ERROR(compute.Run(images_, labels_, coefficients_, losses_, predictions_, segments));
+
+  // Per replica: its loss with its share of the regularization (the loss code's),
+  // the same share of the regularization gradient, and its gradient ready for the
+  // collective.
+  const RegularizationSplit split = config_.split();
+  std::vector<LossSum> sums(static_cast<std::size_t>(n));
+  tbb::parallel_for(first, end, [&](std::int32_t r) {
+    const auto k = static_cast<std::size_t>(r);
+    Replica& replica = *Local(r);
+    const ParameterList<float>& weights = Weights(replica);
+    const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
+    if constexpr (kExact) {
+      for (std::size_t i = begin; i < begin + count; ++i) sums[k].AddProduct(coefficients_[i], losses_[i]);
+    } else {
+      sums[k] = config_.ReplicaDataLoss(std::span(losses_).subspan(begin, count), scales[k]);
+    }
+    // DDP: every replica's loss holds the whole regularization and the MEAN divides
+    // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
+    if (const float scale = config_.RegularizationShare(1.0f, r, n, split); scale != 0.0f) {
+      const float share = config_.RegularizationShare(model_.RegularizationLoss(weights), r, n, split);
+      if constexpr (kExact) {
+        sums[k].Add(share);
+        AddRegularizationWords(model_, weights, scale, replica.words);
+      } else {
+        sums[k] += share;
+        model_.AddRegularizationGradient(weights, scale, replica.grads);
+      }
+    }
+    if constexpr (kExact) {
+      result.replica_losses[k] =
+          count == 0 && config_.empty_replica_nan() ? std::numeric_limits<float>::quiet_NaN() : sums[k].ToFloat();
+    } else {
+      result.replica_losses[k] = sums[k];
+      PackParameters(replica.grads, replica.flat);
+    }
+  });
+  DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
+
+  // strategy.reduce of the per-replica losses: in replica order, or the exact sum
+  // rounded once (a NaN replica loss stays NaN); DDP's MEAN then divides by N.
+  std::vector<std::int64_t> slices(static_cast<std::size_t>(n) + 1);
+  std::iota(slices.begin(), slices.end(), 0);
+  if constexpr (kExact) DTLAB_RETURN_IF_ERROR(ShareSlices(sums, slices, "the replicas' losses", step));
+  DTLAB_RETURN_IF_ERROR(ShareSlices(result.replica_losses, slices, "the replicas' losses", step));
+  float reduced_loss = 0.0f;
+  if constexpr (kExact) {
+    ExactSum total;
+    for (const ExactSum& l : sums) total.Merge(l);
+    reduced_loss = total.ToFloat();
+    for (const float l : result.replica_losses)
+      if (std::isnan(l)) reduced_loss = l;
+  } else {
+    for (const float l : result.replica_losses) reduced_loss += l;
+  }
+  const bool mean = config_.mean_across_replicas();
+  if (mean) reduced_loss /= static_cast<float>(n);
+
+  // The collective. Exact mode moves accumulator words: integer addition makes every
+  // algorithm and every grouping give the same words, which are then rounded once.
+  DTLAB_RETURN_IF_ERROR(ReduceAcrossReplicas<Word>(mean && !kExact ? ReduceOp::kMean : ReduceOp::kSum, step));
+  if constexpr (kExact) {
+    const auto holders = static_cast<std::int32_t>(central() ? 1 : replicas_.size());
+    tbb::parallel_for(0, holders, [&](std::int32_t r) {
+      Replica& replica = replicas_[static_cast<std::size_t>(r)];
+      RoundWords(replica.words, replica.flat);
+      if (mean)
+        for (float& g : replica.flat) g /= static_cast<float>(n);
+    });
+  }
+  return reduced_loss;
+}
+
+CollectiveOptions Cluster::Options(std::int64_t step) {
+  CollectiveOptions options;
+  options.algorithm = config_.all_reduce;
+  options.replicas_per_worker = config_.replicas_per_worker();
+  options.step = step;
+  options.log = &log_;
+  options.faults = faults_ != nullptr ? faults_->message_faults() : nullptr;
+  return options;
+}
+
+template <typename Word>
+Status Cluster::ReduceAcrossReplicas(ReduceOp op, std::int64_t step) {
+  std::vector<std::span<Word>> buffers;
+  for (auto& replica : replicas_) {
+    if constexpr (std::is_same_v<Word, float>)
+      buffers.emplace_back(replica.flat);
+    else
+      buffers.emplace_back(replica.words);
+  }
+  const CollectiveOptions options = Options(step);
+  if (group_ != nullptr)
+    DTLAB_RETURN_IF_ERROR(group_->AllReduce(buffers, config_.replicas, op, options));
+  else if (central())
+    Reduce<Word>(buffers, 0, op, options);
+  else
+    AllReduce<Word>(buffers, op, options);
+  const std::string name =
+      central() ? "reduce" : "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce));
+  return CollectiveStatus(name, step);
+}
+
+Status Cluster::CollectiveStatus(const std::string& collective, std::int64_t step) const {
+  return faults_ != nullptr ? faults_->CollectiveStatus(collective, step) : Status::Ok();
+}
+
+Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step) {
   if (central()) {
     // The host applies the reduced gradient to its copy, then broadcasts the variables.
     ParameterList<float>& grads = replicas_[0].grads;
     UnpackParameters(replicas_[0].flat, grads);
     host_optimizer_->Apply(host_params_, grads, learning_rate);
     PackParameters(host_params_, replicas_[0].flat);
+    std::vector<std::span<float>> buffers;
+    for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
+    CollectiveOptions options = Options(step);
     options.algorithm = AllReduceAlgorithm::kRing;
     Broadcast<float>(buffers, 0, options);
     DTLAB_RETURN_IF_ERROR(CollectiveStatus("broadcast", step));
@@ -562,272 +503,7 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   if (const std::string bad = NonFiniteVariables(model_, variables()); !bad.empty())
     return Status::Runtime("step " + std::to_string(step) + ": the optimizer update made " + bad +
                            " non-finite although the reduced gradient was finite; try a smaller --lr");
-  return result;
-}
-
-Status Cluster::CheckEmptyReplicas(const std::vector<std::int64_t>& batch_sizes, std::int64_t step) const {
-  if (config_.empty_replica != EmptyReplicaLoss::kError || config_.convention != Convention::kTf ||
-      config_.denominator != LossDenominator::kDefault || config_.keras3_mean())
-    return Status::Ok();
-  for (std::size_t r = 0; r < batch_sizes.size(); ++r)
-    if (batch_sizes[r] == 0)
-      return Status::Runtime(
-          "step " + std::to_string(step) + ": replica " + std::to_string(r) +
-          " has no examples, and TF 2.12's compute_average_loss(per_example_loss) asserts that local batch x "
-          "replicas is positive: InvalidArgumentError: global_batch_size must be positive. (Condition x > 0 did not "
-          "hold element-wise: x = 0) Pass global_batch_size, or use TF 2.13 and later "
-          "(--empty-replica-loss zero), where the empty replica's loss is 0; the step was not applied");
   return Status::Ok();
-}
-
-std::int64_t Cluster::PrepareReference(std::int64_t global_batch_size) {
-  const auto total = static_cast<std::int64_t>(labels_.size());
-  const ClusterConfig::LossScale scale = config_.ReplicaLossScale(total, global_batch_size, 1);
-  const std::int64_t denominator = scale.denominator;
-  reference_coefficients_.assign(labels_.size(), 0.0f);
-  AverageLossCoefficients<float>({}, total, denominator, scale.factor, reference_coefficients_);
-  reference_losses_.assign(labels_.size(), 0.0f);
-  reference_predictions_.assign(labels_.size(), 0);
-  return denominator;
-}
-
-StepCheck Cluster::CheckAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
-                                         const std::vector<std::int64_t>& batch_sizes,
-                                         const std::vector<float>& reduced, float reduced_loss, std::int64_t step) {
-  // One device on the whole global batch, same weights, the same loss code with N = 1.
-  const auto total = static_cast<std::int64_t>(labels_.size());
-  const bool ddp = config_.convention == Convention::kDdp;
-  const std::int64_t denominator = PrepareReference(global_batch_size);
-  if (reference_grads_.empty()) {
-    reference_grads_ = model_.ZeroParameters();
-    reference_magnitudes_ = model_.ZeroParameters();
-  }
-  const BatchSegment whole{&weights, 0, total, &reference_grads_, &reference_magnitudes_};
-  runner_.Run(images_, labels_, reference_coefficients_, reference_losses_, reference_predictions_,
-              std::span(&whole, 1));
-  model_.AddRegularizationGradient(weights, 1.0f, reference_grads_);
-  float reference_loss = ComputeAverageLoss<float>(reference_losses_, {}, denominator) +
-                         model_.RegularizationLoss(weights);
-  if (compute_ != nullptr) {
-    // A device backend sums over examples its own way (exact mode's per-example
-    // terms, the same per-example values as the CPU's): the reference is then their
-    // exact sum, rounded once, whose error is below any of the chains the bound
-    // already counts. The magnitudes stay the CPU's (the bound is widened by 1% for
-    // such differences).
-    reference_loss = runner_.ExactGradient(weights, images_, labels_, reference_coefficients_, reference_losses_,
-                                           reference_predictions_, reference_words_, reference_grads_);
-  }
-
-  StepCheck check;
-  check.step = step;
-  check.per_example_values_identical =
-      std::memcmp(reference_losses_.data(), losses_.data(), sizeof(float) * losses_.size()) == 0;
-
-  // Chain lengths (see reference_check.h): every padded term, the chunk sums, the
-  // replica sums, and a few single operations (regularization, scaling).
-  const std::int64_t chunk = runner_.chunk_size();
-  auto padded = [&](std::int64_t b) { return (b + chunk - 1) / chunk * chunk; };
-  std::int64_t distributed_rows = 0, distributed_chunks = 0;
-  for (const std::int64_t b : batch_sizes) {
-    distributed_rows += padded(b);
-    distributed_chunks += (b + chunk - 1) / chunk;
-  }
-  const std::int64_t reference_rows = padded(total), reference_chunks = (total + chunk - 1) / chunk;
-  const auto n = static_cast<std::int64_t>(batch_sizes.size());
-
-  std::size_t offset = 0;
-  std::vector<float> magnitudes;
-  for (std::size_t p = 0; p < reference_grads_.size(); ++p) {
-    const Tensor<float>& g = reference_grads_[p];
-    const auto size = static_cast<std::size_t>(g.size());
-    const std::int64_t terms = model_.GradientTermsPerExample(p);
-    const double additions = static_cast<double>(distributed_rows * terms + distributed_chunks + n + 4 +
-                                                 reference_rows * terms + reference_chunks + 4);
-    magnitudes.assign(reference_magnitudes_[p].data(), reference_magnitudes_[p].data() + size);
-    if (model_.parameters()[p].spec.is_kernel)  // the regularization term 2*l2*|w|
-      for (std::size_t i = 0; i < size; ++i)
-        magnitudes[i] += static_cast<float>(2.0 * model_.l2()) * std::abs(weights[p][static_cast<std::int64_t>(i)]);
-    check.variables.push_back(CompareWithBound(model_.parameters()[p].name,
-                                               std::span(reduced).subspan(offset, size),
-                                               std::span(g.data(), size), magnitudes, additions));
-    offset += size;
-  }
-  double loss_magnitude = std::abs(model_.RegularizationLoss(weights));
-  for (std::size_t i = 0; i < labels_.size(); ++i)
-    loss_magnitude += std::abs(static_cast<double>(reference_losses_[i]) * reference_coefficients_[i]);
-  const float magnitude = static_cast<float>(loss_magnitude);
-  check.loss = CompareWithBound("loss", std::span(&reduced_loss, 1), std::span(&reference_loss, 1),
-                                std::span(&magnitude, 1), static_cast<double>(2 * (total + n + 8)));
-  check.Summarize();
-  // Name the classic causes when the gradients are off by the replica count.
-  const bool unscaled_regularization =
-      !ddp && config_.regularization_scaling == RegularizationScaling::kUnscaled && model_.l2() != 0.0;
-  if (!check.within_bound && n > 1) {
-    double worst_scale = 1;
-    for (const auto& v : check.variables)
-      if (!v.within_bound && std::abs(v.scale - 1) > std::abs(worst_scale - 1)) worst_scale = v.scale;
-    const bool n_times = std::abs(worst_scale - static_cast<double>(n)) < 0.05 * static_cast<double>(n);
-    if (unscaled_regularization)
-      check.explanation += UnscaledRegularizationCause(n);
-    else if (n_times && config_.denominator == LossDenominator::kPerReplica && !ddp)
-      check.explanation += ": each replica divided its loss by its local batch (tf.reduce_mean) instead of the global "
-                           "batch, so the SUM over " + std::to_string(n) + " replicas makes the gradients " +
-                           std::to_string(n) + " times too large; use compute_average_loss(per_example_loss, "
-                           "global_batch_size=GLOBAL_BATCH_SIZE)";
-    else if (config_.keras3_mean())
-      check.explanation += kKeras3MeanCause;
-    else if (config_.denominator == LossDenominator::kDefault && !ddp)
-      check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
-                           "more than the global batch does; pass global_batch_size";
-    else if (ddp)
-      check.explanation += ": DDP averages per-replica means, which weighs examples on short replicas more than "
-                           "the global-batch mean does";
-  }
-  return check;
-}
-
-StatusOr<float> Cluster::ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,
-                                               const std::vector<std::int64_t>& batch_sizes, std::int64_t step,
-                                               StepResult& result) {
-  const std::int32_t n = config_.replicas;
-  const bool ddp = config_.convention == Convention::kDdp;
-  const std::int32_t first = first_, end = first_ + static_cast<std::int32_t>(replicas_.size());
-  std::vector<ExactSegment> segments;
-  for (std::int32_t r = first; r < end; ++r) {
-    const auto k = static_cast<std::size_t>(r);
-    Replica& replica = *Local(r);
-    segments.push_back({central() ? &host_params_ : &replica.params, offsets[k], batch_sizes[k], replica.words});
-  }
-  if (compute_ != nullptr)
-    DTLAB_RETURN_IF_ERROR(compute_->RunExact(images_, labels_, coefficients_, losses_, predictions_, segments));
-  else
-    runner_.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
-
-  // Each replica's loss, exactly: sum of coefficient_i * loss_i (exact products)
-  // plus its share of the regularization; its gradient words get the same share.
-  const RegularizationSplit split = ddp ? RegularizationSplit::kTf : config_.split();
-  std::vector<ExactSum> losses(static_cast<std::size_t>(n));
-  try {
-  tbb::parallel_for(first, end, [&](std::int32_t r) {
-    if (faults_active_) ThrowIfInjected(r, step);
-    const auto k = static_cast<std::size_t>(r);
-    Replica& replica = *Local(r);
-    const ParameterList<float>& weights = central() ? host_params_ : replica.params;
-    for (std::int64_t i = offsets[k]; i < offsets[k + 1]; ++i)
-      losses[k].AddProduct(coefficients_[static_cast<std::size_t>(i)], losses_[static_cast<std::size_t>(i)]);
-    const float regularization = model_.RegularizationLoss(weights);
-    if (ddp || config_.regularization_scaling == RegularizationScaling::kUnscaled) {
-      // DDP: every replica's loss holds the whole regularization and the MEAN divides
-      // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
-      losses[k].Add(regularization);
-      AddRegularizationWords(model_, weights, 1.0f, replica.words);
-    } else if (split == RegularizationSplit::kTf) {
-      losses[k].Add(ScaleRegularizationLoss(regularization, n));
-      AddRegularizationWords(model_, weights, ScaleRegularizationLoss(1.0f, n), replica.words);
-    } else if (r == 0) {
-      losses[k].Add(regularization);
-      AddRegularizationWords(model_, weights, 1.0f, replica.words);
-    }
-    result.replica_losses[k] = offsets[k + 1] == offsets[k] && config_.empty_replica_nan()
-                                   ? std::numeric_limits<float>::quiet_NaN()
-                                   : losses[k].ToFloat();
-  });
-  } catch (const std::exception& e) {
-    return Status::Runtime(std::string(e.what()) + "; the step was not applied");
-  }
-  if (faults_active_) InjectNonFinite(step);
-  DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
-  const std::vector<std::int64_t> slices = ReplicaSlices(n);
-  DTLAB_RETURN_IF_ERROR(ShareSlices(losses, slices, "the replicas' losses", step));
-  DTLAB_RETURN_IF_ERROR(ShareSlices(result.replica_losses, slices, "the replicas' losses", step));
-  // strategy.reduce of the losses: the exact sum, rounded once (DDP: then / N).
-  ExactSum total;
-  for (const ExactSum& l : losses) total.Merge(l);
-  float reduced_loss = total.ToFloat();
-  for (const float l : result.replica_losses)
-    if (std::isnan(l)) reduced_loss = l;
-  if (ddp) reduced_loss /= static_cast<float>(n);
-
-  // The collective moves accumulator words; integer addition makes every algorithm
-  // and every grouping give the same words.
-  std::vector<std::span<std::int64_t>> word_buffers;
-  for (auto& replica : replicas_) word_buffers.emplace_back(replica.words);
-  CollectiveOptions options;
-  options.algorithm = config_.all_reduce;
-  options.replicas_per_worker = config_.replicas_per_worker();
-  options.step = step;
-  options.log = &log_;
-  options.faults = faults_active_ ? &message_faults_ : nullptr;
-  const auto holders = static_cast<std::int32_t>(central() ? 1 : replicas_.size());
-  if (group_ != nullptr)
-    DTLAB_RETURN_IF_ERROR(group_->AllReduce(word_buffers, n, ReduceOp::kSum, options));
-  else if (central())
-    Reduce<std::int64_t>(word_buffers, 0, ReduceOp::kSum, options);
-  else
-    AllReduce<std::int64_t>(word_buffers, ReduceOp::kSum, options);
-  DTLAB_RETURN_IF_ERROR(
-      CollectiveStatus(central() ? "reduce" : "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce)),
-                       step));
-  tbb::parallel_for(0, holders, [&](std::int32_t r) {
-    Replica& replica = replicas_[static_cast<std::size_t>(r)];
-    RoundWords(replica.words, replica.flat);
-    if (ddp)
-      for (float& g : replica.flat) g /= static_cast<float>(n);
-  });
-  return reduced_loss;
-}
-
-StepCheck Cluster::CheckExactAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
-                                              const std::vector<float>& reduced, float reduced_loss,
-                                              std::int64_t step) {
-  // One device on the whole global batch, exact mode, the same loss code with N = 1.
-  const bool ddp = config_.convention == Convention::kDdp;
-  PrepareReference(global_batch_size);
-  if (reference_grads_.empty()) reference_grads_ = model_.ZeroParameters();
-  const float reference_loss =
-      runner_.ExactGradient(weights, images_, labels_, reference_coefficients_, reference_losses_,
-                            reference_predictions_, reference_words_, reference_grads_);
-  std::vector<float> reference(reduced.size());
-  PackParameters(reference_grads_, reference);
-
-  StepCheck check;
-  check.step = step;
-  check.exact = true;
-  check.per_example_values_identical =
-      std::memcmp(reference_losses_.data(), losses_.data(), sizeof(float) * losses_.size()) == 0;
-  std::size_t offset = 0;
-  for (std::size_t p = 0; p < model_.parameters().size(); ++p) {
-    const auto size = static_cast<std::size_t>(NumElements(model_.parameters()[p].spec.shape));
-    check.variables.push_back(CompareBitwise(model_.parameters()[p].name, std::span(reduced).subspan(offset, size),
-                                             std::span(reference).subspan(offset, size)));
-    offset += size;
-  }
-  check.loss = CompareBitwise("loss", std::span(&reduced_loss, 1), std::span(&reference_loss, 1));
-  check.Summarize();
-  const auto n = config_.replicas;
-  const bool power_of_two = (n & (n - 1)) == 0;
-  const bool unscaled_regularization =
-      !ddp && config_.regularization_scaling == RegularizationScaling::kUnscaled && model_.l2() != 0.0;
-  if (!check.within_bound && n > 1) {
-    if (ddp && !power_of_two)
-      check.explanation += ": DDP divides each replica's loss by its local batch and the sum by " + std::to_string(n) +
-                           ", which is not a power of two, so the scaling itself rounds";
-    else if (unscaled_regularization)
-      check.explanation += UnscaledRegularizationCause(n);
-    else if (!ddp && config_.split() == RegularizationSplit::kTf && !power_of_two && model_.l2() != 0.0)
-      check.explanation += ": scale_regularization_loss gives every replica 1/" + std::to_string(n) +
-                           " of the regularization, which rounds because " + std::to_string(n) +
-                           " is not a power of two; --regularization-split exact keeps the total exact";
-    else if (config_.denominator == LossDenominator::kPerReplica && !ddp)
-      check.explanation += ": each replica divided its loss by its local batch (tf.reduce_mean) instead of the global "
-                           "batch; use compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
-    else if (config_.keras3_mean())
-      check.explanation += kKeras3MeanCause;
-    else if (config_.denominator == LossDenominator::kDefault && !ddp)
-      check.explanation += ": the default denominator (local batch x replicas) weighs examples on short replicas "
-                           "more than the global batch does; pass global_batch_size";
-  }
-  return check;
 }
 
 }  // namespace dtlab

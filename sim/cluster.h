@@ -10,7 +10,8 @@
 // an all-reduce for the mirrored strategies, or a reduce to the host copy followed by
 // a broadcast of the updated variables for CentralStorage. With check_reference, the
 // same step is also computed on one device over the whole global batch with the same
-// weights and compared variable by variable (sim/reference_check.h).
+// weights and compared variable by variable (sim/reference_step.h). Injected faults
+// (sim/fault_injector.h) wrap the compute and ride along with the transport.
 //
 // Thread safety: not thread-safe; one caller drives the cluster.
 #pragma once
@@ -29,9 +30,12 @@
 #include "core/training_state.h"
 #include "sim/batch_runner.h"
 #include "sim/collectives.h"
+#include "sim/fault_injector.h"
 #include "sim/faults.h"
+#include "sim/loss_code.h"
 #include "sim/message_log.h"
 #include "sim/reference_check.h"
+#include "sim/reference_step.h"
 #include "sim/strategy.h"
 #include "sim/training_engine.h"
 #include "sim/worker_group.h"
@@ -40,58 +44,29 @@ namespace dtlab {
 
 class ComputeBackend;
 
-struct ClusterConfig {
+/// The cluster's shape and checks, and the loss code its replicas run (the LossCode
+/// base: convention, denominator, regularization, reduction, ...).
+struct ClusterConfig : LossCode {
   StrategyKind strategy = StrategyKind::kOneDevice;
   std::int32_t replicas = 1;  // num_replicas_in_sync (workers x replicas per worker)
   std::int32_t workers = 1;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
-  Convention convention = Convention::kTf;
-  LossDenominator denominator = LossDenominator::kGlobal;  // the tutorial passes global_batch_size
   bool check_reference = false;
   MathMode math = MathMode::kFast;
-  /// Unset: kExact in exact mode (so N replicas equal one device), kTf in fast mode.
-  std::optional<RegularizationSplit> regularization_split;
-  // The loss code's other choices (the pitfalls scenarios demonstrate).
-  RegularizationScaling regularization_scaling = RegularizationScaling::kScaled;
-  EmptyReplicaLoss empty_replica = EmptyReplicaLoss::kZero;
-  LossReduction reduction = LossReduction::kNone;
-  KerasVersion keras = KerasVersion::k3;
   // Fault injection (sim/faults.h) and detection.
   std::vector<FaultSpec> faults;
   double collective_timeout_seconds = 60;  // how long a collective waits for a replica (simulated)
 
-  RegularizationSplit split() const {
-    return regularization_split.value_or(math == MathMode::kExact ? RegularizationSplit::kExact
-                                                                  : RegularizationSplit::kTf);
-  }
+  const LossCode& loss() const { return *this; }
+  using LossCode::split;
+  /// The regularization split in force: the one asked for, else exact mode's or fast mode's default.
+  RegularizationSplit split() const { return LossCode::split(math); }
 
   std::int32_t replicas_per_worker() const { return workers > 0 ? replicas / workers : 0; }
   /// InvalidArgument naming the option for N < 1, workers that do not divide N, a
   /// strategy that does not take that many replicas or workers, and for a loss
-  /// reduction the chosen Keras refuses in custom loops (CheckReductionForCustomLoop).
+  /// reduction the chosen Keras refuses in custom loops (LossCode::Validate).
   Status Validate() const;
-
-  /// How a replica with `local_batch` examples turns the sum of its per-example
-  /// losses into its loss: div_no_nan(sum, denominator) * factor, and so each
-  /// example's coefficient is div_no_nan(factor, denominator) (TF's autodiff).
-  struct LossScale {
-    std::int64_t denominator = 1;
-    float factor = 1.0f;  // 1/N for Keras 3's sum_over_batch_size (scale_loss_for_distribution)
-  };
-  /// `num_replicas` is num_replicas_in_sync: the cluster's N, or 1 for the
-  /// one-device reference.
-  LossScale ReplicaLossScale(std::int64_t local_batch, std::int64_t global_batch_size, std::int32_t num_replicas) const;
-  /// Keras 3's sum_over_batch_size loss object replaces compute_average_loss.
-  bool keras3_mean() const {
-    return convention == Convention::kTf && reduction == LossReduction::kSumOverBatchSize && keras == KerasVersion::k3;
-  }
-  /// An empty replica's loss is NaN: tf.reduce_mean of no values is 0/0.
-  bool empty_replica_nan() const {
-    return convention == Convention::kTf && !keras3_mean() && denominator == LossDenominator::kPerReplica;
-  }
-  /// The per-replica loss as TF code, e.g. "compute_average_loss(per_example_loss,
-  /// global_batch_size=256) + scale_regularization_loss(l2 * sum(kernel^2))".
-  std::string LossCodeText(std::int64_t global_batch_size) const;
 };
 
 /// What one synchronous step produced.
@@ -167,49 +142,46 @@ class Cluster final : public TrainingEngine {
                ? &replicas_[static_cast<std::size_t>(r - first_)]
                : nullptr;
   }
+  // The variables a replica computes with: its own, or the host's for CentralStorage.
+  const ParameterList<float>& Weights(const Replica& replica) const {
+    return central() ? host_params_ : replica.params;
+  }
   // With a worker group: makes `values` (one slice per replica, replica r's at
   // [offsets[r], offsets[r+1])) whole on every worker from each worker's slices.
   template <typename T>
   Status ShareSlices(std::vector<T>& values, const std::vector<std::int64_t>& offsets, std::string_view what,
                      std::int64_t step);
-  std::int32_t WorkerCount() const { return group_ != nullptr ? group_->size() : 1; }
-  // Under MPI, the faults of this step that are real: a die fault kills this
-  // process with SIGKILL, a straggler sleeps (wall-clock seconds).
-  Status RealFaults(std::int64_t step);
-  // Before TF 2.13, compute_average_loss without global_batch_size asserted that
-  // local batch x N was positive: an empty replica stops the step with TF's error.
-  Status CheckEmptyReplicas(const std::vector<std::int64_t>& batch_sizes, std::int64_t step) const;
-  // Exact mode's compute and reduction: leaves the reduced, rounded gradient in every
-  // replica's `flat` (replica 0's only for CentralStorage) and returns the loss.
-  StatusOr<float> ExactComputeAndReduce(const std::vector<std::int64_t>& offsets,
-                                        const std::vector<std::int64_t>& batch_sizes, std::int64_t step,
-                                        StepResult& result);
-  // Injected faults of this step before it computes: dead replicas and the messages
-  // to drop or corrupt (for the collectives), stragglers (a Runtime if one is slower
-  // than the collective timeout).
-  Status PrepareFaults(std::int64_t step, StepResult& result);
-  // Throws, from replica r's task, the exception a throw fault asks for.
-  void ThrowIfInjected(std::int32_t replica, std::int64_t step) const;
-  // Puts the non-finite values of nan faults into the replicas' gradients.
-  void InjectNonFinite(std::int64_t step);
-  // Runtime "COLLECTIVE at step K: what failed" after a collective failed.
+  // The step's compute, loss code and gradient reduction: one pipeline over the two
+  // accumulator types. `Word` is float in fast mode (float gradients, SUM or MEAN
+  // all-reduced) and std::int64_t in exact mode (accumulator words, SUM all-reduced,
+  // rounded once). Leaves the reduced gradient in every replica's `flat` (replica 0's
+  // only for CentralStorage) and returns the reduced loss.
+  template <typename Word>
+  StatusOr<float> ComputeAndReduce(const std::vector<std::int64_t>& offsets,
+                                   const std::vector<std::int64_t>& batch_sizes,
+                                   const std::vector<LossCode::LossScale>& scales, std::int64_t step,
+                                   StepResult& result);
+  // The collective of the replicas' `Word` buffers: the worker group's all-reduce
+  // across MPI ranks, a reduce to replica 0 for CentralStorage, else an all-reduce.
+  template <typename Word>
+  Status ReduceAcrossReplicas(ReduceOp op, std::int64_t step);
+  CollectiveOptions Options(std::int64_t step);
+  // Runtime "COLLECTIVE at step K: what failed" after an injected fault broke a collective.
   Status CollectiveStatus(const std::string& collective, std::int64_t step) const;
   // Runtime naming the replica, the variables and the step if a replica's gradient
   // holds a NaN or an infinity (before the collective spreads it to every replica).
   Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets);
-  // The reference step's coefficients (the loss code with N = 1 on the whole batch)
-  // and cleared output buffers; returns its loss denominator.
-  std::int64_t PrepareReference(std::int64_t global_batch_size);
-  StepCheck CheckExactAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
-                                       const std::vector<float>& reduced, float reduced_loss, std::int64_t step);
-  StepCheck CheckAgainstReference(const ParameterList<float>& weights, std::int64_t global_batch_size,
-                                  const std::vector<std::int64_t>& batch_sizes, const std::vector<float>& reduced,
-                                  float reduced_loss, std::int64_t step);
+  // The optimizer update with the reduced gradient (CentralStorage: on the host,
+  // then broadcast); Runtime if it made a variable non-finite.
+  Status ApplyUpdate(float learning_rate, std::int64_t step);
 
   const Sequential<float>& model_;
   ClusterConfig config_;
   BatchRunner runner_;
-  ComputeBackend* compute_ = nullptr;  // not owned; null: runner_
+  std::unique_ptr<ComputeBackend> cpu_;  // runner_ as a compute backend
+  ComputeBackend* compute_ = nullptr;    // not owned; null: cpu_
+  std::unique_ptr<FaultInjector> faults_;     // with injected faults
+  std::unique_ptr<ReferenceStep> reference_;  // with check_reference
   std::vector<Replica> replicas_;  // this process's replicas: global ids [first_, first_ + size)
   std::int32_t first_ = 0;
   WorkerGroup* group_ = nullptr;   // not owned; null in a single-process run
@@ -217,18 +189,10 @@ class Cluster final : public TrainingEngine {
   ParameterList<float> host_params_;             // CentralStorage only
   std::unique_ptr<Optimizer> host_optimizer_;    // CentralStorage only
   MessageLog log_;
-  MessageFaults message_faults_;  // this step's injected message faults and what the collectives saw
-  bool faults_active_ = false;    // any fault configured
-  std::string injected_nan_;      // the nan fault of this step, named in the non-finite report
   // Step buffers, reused.
   Tensor<float> images_;
   std::vector<std::int32_t> labels_, predictions_;
   std::vector<float> coefficients_, losses_;
-  // Reference buffers.
-  ParameterList<float> reference_grads_, reference_magnitudes_;
-  std::vector<float> reference_losses_, reference_coefficients_;
-  std::vector<std::int32_t> reference_predictions_;
-  std::vector<std::int64_t> reference_words_;
 };
 
 /// Copies parameters into one flat buffer (parameter order) and back.

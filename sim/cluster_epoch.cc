@@ -31,10 +31,7 @@ StatusOr<EpochOutcome> Cluster::TrainEpoch(const EpochRequest& request,
           " at step " + std::to_string(step) + " (epoch " + std::to_string(request.epoch + 1) + ")";
       for (std::size_t r = 0; r < result.replica_losses.size(); ++r)
         if (std::isnan(result.replica_losses[r]) && result.replica_batch_sizes[r] == 0)
-          return Status::Runtime("the loss became NaN" + where + ": replica " + std::to_string(r) +
-                                 " had no examples, and tf.reduce_mean of no values is 0 / 0 (in every TF "
-                                 "version); divide by the global batch instead: compute_average_loss("
-                                 "per_example_loss, global_batch_size=...) (--loss-denominator global)");
+          return Status::Runtime("the loss became NaN" + where + LossCode::EmptyReplicaNanCause(r));
       return Status::Runtime("the loss became " + std::string(std::isnan(result.loss) ? "NaN" : "infinite") + where +
                              "; try a smaller --lr");
     }

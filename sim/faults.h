@@ -12,7 +12,8 @@
 //
 // Every fault is detected and reported with the replica, the step, and the layer,
 // variable or collective involved, and the run stops with a runtime fault (exit 3):
-// an exception is caught at the end of the replica's task; a dead replica, a
+// a thrown exception stops the replica's compute (FaultInjector, sim/fault_injector.h,
+// wraps the engine's compute and hands the message faults to its transport); a dead replica, a
 // straggler slower than the collective timeout and a dropped message make the
 // collective time out (simulated seconds: nothing really waits, so tests are fast
 // and deterministic); a corrupted message (one bit flipped in flight) fails the

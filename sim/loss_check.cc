@@ -293,63 +293,42 @@ CheckResult CheckLossScaling(const LossScalingCode& code, const CheckOptions& op
       options);
 }
 
-LossScalingCode TfCorrectScaling() {
+LossScalingCode ScalingCodeOf(const NamedLossCode& named) {
   LossScalingCode code;
-  // compute_average_loss(per_example_loss, sample_weight, global_batch_size): the
-  // sum of w * loss over every value, divided by the global batch (and by H*W for
-  // per-pixel losses, as their mean over pixels).
-  code.loss = [](std::span<const double> losses, std::span<const double> weights, const ReplicaInfo& r) {
+  // The sum of w * loss over every value, divided by the code's denominator (and by
+  // H*W for per-pixel losses when the code averages them over pixels), times its
+  // factor. An empty replica contributes 0 here whatever the code (div_no_nan): the
+  // property weighs examples, and a NaN would only hide which example is wrong.
+  code.loss = [loss = named.code, pixels = named.divides_by_pixels](
+                  std::span<const double> losses, std::span<const double> weights, const ReplicaInfo& r) {
     double sum = 0;
     for (std::size_t i = 0; i < losses.size(); ++i)
       sum += losses[i] * (weights.empty() ? 1.0 : weights[i / static_cast<std::size_t>(r.values_per_example)]);
-    return sum / static_cast<double>(r.global_batch_size * r.values_per_example);
+    const LossCode::LossScale scale = loss.ReplicaLossScale(r.local_batch, r.global_batch_size, r.num_replicas_in_sync);
+    const std::int64_t d = scale.denominator * (pixels ? r.values_per_example : 1);
+    return d == 0 ? 0.0 : sum / static_cast<double>(d) * scale.factor;
   };
-  // The exact split (docs/exact.md): the whole regularization on replica 0.
-  code.regularization = [](double reg, const ReplicaInfo& r) { return r.replica_id == 0 ? reg : 0.0; };
-  code.per_pixel = true;
+  code.regularization = [loss = named.code](double reg, const ReplicaInfo& r) {
+    return loss.RegularizationShare(reg, r.replica_id, r.num_replicas_in_sync, loss.split(MathMode::kExact));
+  };
+  code.per_pixel = named.per_pixel_cases;
   return code;
 }
 
-LossScalingCode PerReplicaMeanScaling() {
-  LossScalingCode code = TfCorrectScaling();
-  code.per_pixel = false;
-  code.loss = [](std::span<const double> losses, std::span<const double> weights, const ReplicaInfo&) {
-    double sum = 0;
-    for (std::size_t i = 0; i < losses.size(); ++i) sum += losses[i] * (weights.empty() ? 1.0 : weights[i]);
-    return losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());  // tf.reduce_mean
-  };
-  return code;
+StatusOr<LossScalingCode> BuiltinScalingCode(std::string_view name) {
+  DTLAB_ASSIGN_OR_RETURN(const NamedLossCode named, FindNamedLossCode(name));
+  return ScalingCodeOf(named);
 }
 
-LossScalingCode DefaultDenominatorScaling() {
-  LossScalingCode code = TfCorrectScaling();
-  code.per_pixel = false;
-  code.loss = [](std::span<const double> losses, std::span<const double> weights, const ReplicaInfo& r) {
-    double sum = 0;
-    for (std::size_t i = 0; i < losses.size(); ++i) sum += losses[i] * (weights.empty() ? 1.0 : weights[i]);
-    const double d = static_cast<double>(r.local_batch * r.num_replicas_in_sync);
-    return d == 0 ? 0.0 : sum / d;  // compute_average_loss without global_batch_size
-  };
-  return code;
-}
+namespace {
+LossScalingCode Named(std::string_view name) { return ScalingCodeOf(*FindNamedLossCode(name)); }
+}  // namespace
 
-LossScalingCode UnscaledRegularization() {
-  LossScalingCode code = TfCorrectScaling();
-  code.per_pixel = false;
-  code.regularization = [](double reg, const ReplicaInfo&) { return reg; };  // no scale_regularization_loss
-  return code;
-}
-
-LossScalingCode PerPixelWithoutHw() {
-  LossScalingCode code = TfCorrectScaling();
-  code.loss = [](std::span<const double> losses, std::span<const double> weights, const ReplicaInfo& r) {
-    double sum = 0;
-    for (std::size_t i = 0; i < losses.size(); ++i)
-      sum += losses[i] * (weights.empty() ? 1.0 : weights[i / static_cast<std::size_t>(r.values_per_example)]);
-    return sum / static_cast<double>(r.global_batch_size);  // forgets H*W
-  };
-  return code;
-}
+LossScalingCode TfCorrectScaling() { return Named("correct"); }
+LossScalingCode PerReplicaMeanScaling() { return Named("per-replica-mean"); }
+LossScalingCode DefaultDenominatorScaling() { return Named("default-denominator"); }
+LossScalingCode UnscaledRegularization() { return Named("unscaled-regularization"); }
+LossScalingCode PerPixelWithoutHw() { return Named("per-pixel-without-hw"); }
 
 namespace {
 

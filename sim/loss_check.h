@@ -8,7 +8,8 @@
 // shrinks the case to a minimal one, which is written in plain words ("2 replicas,
 // global batch 3 split [2, 1] ...: example 3 weighs 2x ...").
 //
-// The loss code under test is a pair of callables (LossScalingCode): the scalar
+// The loss code under test is a pair of callables (LossScalingCode; the built-in
+// ones are sim/loss_code.h's named codes, ScalingCodeOf): the scalar
 // loss a replica computes from its per-value losses, and its share of the
 // regularization. Both must be linear in the losses (every loss-scaling formula
 // is): dtlab reads the weight each example gets by evaluating the code on unit
@@ -28,6 +29,7 @@
 
 #include "core/status.h"
 #include "sim/distributed_input.h"
+#include "sim/loss_code.h"
 
 namespace dtlab {
 
@@ -104,6 +106,11 @@ struct BuiltinProperty {
 
 /// Every built-in property, in `dtlab check --list` order.
 const std::vector<BuiltinProperty>& BuiltinProperties();
+
+/// A named loss code (sim/loss_code.h) as the callables the property evaluates.
+LossScalingCode ScalingCodeOf(const NamedLossCode& code);
+/// The built-in code `name` (NamedLossCodes), or InvalidArgument listing the names.
+StatusOr<LossScalingCode> BuiltinScalingCode(std::string_view name);
 
 /// The built-in loss codes the properties use (also handy for tests).
 LossScalingCode TfCorrectScaling();      // compute_average_loss(global_batch_size) + exact regularization split

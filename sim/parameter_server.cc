@@ -29,6 +29,7 @@ StatusOr<std::unique_ptr<ParameterServerCluster>> ParameterServerCluster::Create
     return Status::InvalidArgument("--parameter-servers must be at least 1, got " +
                                    std::to_string(options.parameter_servers));
   if (!(options.straggler_spread >= 0)) return Status::InvalidArgument("--straggler-spread must be >= 0");
+  DTLAB_RETURN_IF_ERROR(options.loss.Validate());
   std::unique_ptr<ParameterServerCluster> cluster(new ParameterServerCluster(model, options, chunk_size));
   cluster->variables_ = initial;
   cluster->server_variables_.resize(static_cast<std::size_t>(options.parameter_servers));
@@ -171,14 +172,22 @@ float ParameterServerCluster::WorkerGradient(const ImageDataset& data, const std
   losses_.assign(labels_.size(), 0.0f);
   predictions_.assign(labels_.size(), 0);
   coefficients_.assign(labels_.size(), 0.0f);
-  AverageLossCoefficients<float>({}, b, AverageLossDenominator(b, std::nullopt, 1), 1.0f, coefficients_);
-  if (options_.math == MathMode::kExact)
+  // One replica in sync (N = 1) on the whole batch: the denominator is the
+  // configured batch (global), the batch itself (default: b x 1; per-replica; DDP's
+  // mean; Keras 3's sum_over_batch_size, whose 1/N is 1), and the worker's share of
+  // the regularization is all of it whatever the split or scaling (r / 1). A worker
+  // never steps on an empty batch, so the empty-replica rule never applies.
+  const LossCode& loss = options_.loss;
+  const LossCode::LossScale scale =
+      loss.ReplicaCoefficients(b, options_.batch_size > 0 ? options_.batch_size : b, 1, coefficients_);
+  const RegularizationSplit split = loss.split(options_.math);
+  if (options_.math == MathMode::kExact)  // the whole regularization, as the share is with N = 1
     return runner_.ExactGradient(params, images_, labels_, coefficients_, losses_, predictions_, words_, grads);
   const BatchSegment segment{&params, 0, b, &grads, nullptr};
   runner_.Run(images_, labels_, coefficients_, losses_, predictions_, std::span(&segment, 1));
-  model_.AddRegularizationGradient(params, 1.0f, grads);
-  return ComputeAverageLoss<float>(losses_, {}, AverageLossDenominator(b, std::nullopt, 1)) +
-         model_.RegularizationLoss(params);
+  model_.AddRegularizationGradient(params, loss.RegularizationShare(1.0f, 0, 1, split), grads);
+  return loss.ReplicaDataLoss(losses_, scale) +
+         loss.RegularizationShare(model_.RegularizationLoss(params), 0, 1, split);
 }
 
 // The protocol across ranks: each message is a kind, then its fields in order.

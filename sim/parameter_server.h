@@ -3,8 +3,8 @@
 // W workers train asynchronously against variables sharded over P parameter-server
 // tasks (variable i lives on task i mod P, TF's round-robin placement without a
 // partitioner). A worker pulls the current variables, computes the gradient of its
-// next batch (compute_average_loss with num_replicas_in_sync = 1, as each PS worker
-// is its own replica), and pushes it; each parameter server applies the gradients
+// next batch (its loss code, sim/loss_code.h, with num_replicas_in_sync = 1, as each
+// PS worker is its own replica), and pushes it; each parameter server applies the gradients
 // of its variables with its own optimizer. Which worker finishes next is decided by
 // a simulated clock: a worker's step takes its compute time (the cost model's
 // device speed) times a straggler factor drawn from CounterRng keyed by (seed,
@@ -42,6 +42,7 @@
 #include "core/optimizer.h"
 #include "core/training_state.h"
 #include "sim/batch_runner.h"
+#include "sim/loss_code.h"
 #include "sim/message_log.h"
 #include "sim/topology.h"
 #include "sim/training_engine.h"
@@ -58,6 +59,17 @@ struct ParameterServerOptions {
   double flops_per_example = 0;            // of one training example, forward and backward
   LinkParameters link;                     // worker <-> parameter server transfers
   MathMode math = MathMode::kFast;         // exact: each worker's gradient is BatchRunner::ExactGradient
+  /// The loss code every worker runs on its batch. TF's ParameterServerStrategy
+  /// (parameter_server_strategy_v2.py) has num_replicas_in_sync = the GPUs of a
+  /// worker, or 1: a worker's step is one replica on a whole batch, so the code is
+  /// evaluated with N = 1. Every choice is honoured; with N = 1 most coincide on a
+  /// full batch (see WorkerGradient), and they differ where TF's would.
+  LossCode loss;
+  /// The configured batch of a worker's step: the global_batch_size the worker's
+  /// compute_average_loss passes (the per-replica batch x num_replicas_in_sync = 1).
+  /// A short final batch is divided by it under the global denominator. 0: each
+  /// batch's own size.
+  std::int64_t batch_size = 0;
 };
 
 /// One applied update.

@@ -247,6 +247,8 @@ StatusOr<RunEngine> MakeRunEngine(const TrainConfig& config, const Sequential<fl
     options.flops_per_example = flops_per_example;
     options.link = config.link;
     options.math = config.cluster.math;
+    options.loss = config.cluster.loss();
+    options.batch_size = config.batch_per_replica;  // a worker's batch (its dataset_fn's, below)
     DTLAB_ASSIGN_OR_RETURN(made.engine, ParameterServerCluster::Create(model, options, config.optimizer,
                                                                         optimizer_options, initial, config.chunk_size,
                                                                         config.worker_group));
