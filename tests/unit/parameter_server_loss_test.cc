@@ -43,7 +43,10 @@ class ParameterServerLoss : public ::testing::TestWithParam<MathMode> {
       next += size;
     }
     Outcome run;
-    const auto record = [&](const ParameterServerUpdate& u) { run.losses.push_back(u.loss); };
+    const auto record = [&](const ParameterServerUpdate& u) {
+      run.losses.push_back(u.loss);
+      return Status::Ok();
+    };
     EXPECT_TRUE(cluster->RunEpoch(data_, batches, 0, 0.1f, -1, record).ok());
     run.variables = cluster->variables();
     return run;
