@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/exact_sum.h"
-#include "sim/collectives.h"
+#include "sim/comm/collectives.h"
 
 namespace dtlab {
 namespace {

@@ -1,5 +1,5 @@
-// dtlab's all-reduce across MPI ranks (MpiWorkerGroup, sim/mpi_group.h: the
-// schedule of sim/collectives.h over MPI point-to-point messages) beside a bare
+// dtlab's all-reduce across MPI ranks (MpiWorkerGroup, sim/comm/mpi_group.h: the
+// schedule of sim/comm/collectives.h over MPI point-to-point messages) beside a bare
 // MPI_Allreduce (MPI_FLOAT, MPI_SUM, in place) on the same buffers, in one run,
 // alternating: for each size, three rounds of each, each round about a second of
 // calls between two barriers, the best round reported (as bench/mpi_allreduce.cc).
@@ -24,7 +24,7 @@
 
 #include <tbb/global_control.h>
 
-#include "sim/mpi_group.h"
+#include "sim/comm/mpi_group.h"
 
 namespace {
 

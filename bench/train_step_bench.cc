@@ -9,8 +9,8 @@
 #include "core/mnist.h"
 #include "core/model.h"
 #include "core/rng.h"
-#include "sim/batch_runner.h"
-#include "sim/cluster.h"
+#include "sim/compute/batch_runner.h"
+#include "sim/engines/cluster.h"
 
 namespace dtlab {
 namespace {

@@ -1,4 +1,4 @@
-// dtlab check: RapidCheck properties of loss scaling (sim/loss_check.h, docs/check.md).
+// dtlab check: RapidCheck properties of loss scaling (sim/check/loss_check.h, docs/check.md).
 #include <chrono>
 #include <iostream>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "sim/loss_check.h"
+#include "sim/check/loss_check.h"
 
 namespace dtlab::cli {
 

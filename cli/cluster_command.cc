@@ -1,14 +1,14 @@
 // dtlab cluster: reads a TF_CONFIG (the environment variable, or --tf-config),
 // validates it with TensorFlow's rules and shows how its tasks map onto ranks,
 // which task is the chief and why; with --world-size and --rank, checks it against
-// an MPI-like world (sim/tf_config.h, docs/tf_config.md).
+// an MPI-like world (sim/comm/tf_config.h, docs/tf_config.md).
 #include <cstdio>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "sim/tf_config.h"
+#include "sim/comm/tf_config.h"
 
 namespace dtlab::cli {
 namespace {

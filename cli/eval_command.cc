@@ -7,7 +7,7 @@
 #include "cli/command.h"
 #include "core/checkpoint_manager.h"
 #include "core/safetensors.h"
-#include "sim/trainer.h"
+#include "sim/training/trainer.h"
 
 namespace dtlab::cli {
 

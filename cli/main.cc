@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   try {
     code = Dispatch(argc, argv);
   } catch (const std::bad_alloc&) {
-    // A run refuses up front what cannot fit (sim/memory_estimate.h); an
+    // A run refuses up front what cannot fit (sim/training/memory_estimate.h); an
     // allocation that still fails is a runtime fault with a message.
     std::fputs("dtlab: out of memory (std::bad_alloc): the run needs more memory than this machine gives it; use "
                "fewer --replicas or a smaller batch (docs/reliability.md, \"Memory\")\n", stderr);

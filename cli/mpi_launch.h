@@ -8,7 +8,7 @@
 // died after which step and exit 3; mpirun then stops the other ranks at once, so
 // the job ends with exit 3 instead of the signal's 137. The worker dies with its
 // supervisor (PR_SET_PDEATHSIG). A rank that stalls instead is found by its peers'
-// collective timeout (sim/mpi_group.h).
+// collective timeout (sim/comm/mpi_group.h).
 #pragma once
 
 #include <cstdint>

@@ -176,7 +176,7 @@ bool ApplyThreadCount(int threads) {
     std::fprintf(stderr, "dtlab: --threads must be 0 (all cores) or more, got %d\n", threads);
     return false;
   }
-  // Results never depend on this number (see sim/batch_runner.h); it only sets speed.
+  // Results never depend on this number (see sim/compute/batch_runner.h); it only sets speed.
   static std::unique_ptr<tbb::global_control> control;
   const std::size_t n = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
   control = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);

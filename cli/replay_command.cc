@@ -1,6 +1,6 @@
 // dtlab replay: runs a scenario on a device backend and holds every step against
 // the CPU (scenarios/replay.h); dtlab devices: the GPUs, NCCL and the peer-to-peer
-// matrix (sim/cuda/cuda_backend.h). docs/gpu.md explains both.
+// matrix (sim/compute/cuda/cuda_backend.h). docs/gpu.md explains both.
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,7 +13,7 @@
 #include "cli/run_flags.h"
 #include "scenarios/catalog.h"
 #include "scenarios/replay.h"
-#include "sim/cuda/cuda_backend.h"
+#include "sim/compute/cuda/cuda_backend.h"
 
 namespace dtlab::cli {
 namespace {

@@ -17,11 +17,11 @@
 #include "scenarios/replay.h"
 #include "cli/mpi_launch.h"
 #include "core/model.h"
-#include "sim/strategy.h"
-#include "sim/tf_config.h"
-#include "sim/trainer.h"
+#include "sim/engines/strategy.h"
+#include "sim/comm/tf_config.h"
+#include "sim/training/trainer.h"
 #ifdef DTLAB_WITH_MPI
-#include "sim/mpi_group.h"
+#include "sim/comm/mpi_group.h"
 #endif
 
 namespace dtlab::cli {

@@ -1,6 +1,6 @@
 // The layers of dtlab's models as element kernels: one call computes one output
 // element, so the same code runs as a CUDA thread (sim/cuda/) and in a loop on the
-// CPU (sim/device_engine.h's host device, which CI runs). Each kernel computes
+// CPU (sim/compute/device_runner.h's host device, which CI runs). Each kernel computes
 // exactly what exact mode's CPU layers compute (core/conv2d.cc, core/dense.cc,
 // core/pooling.cc, core/loss.cc): every dot product is one chain of fused
 // multiply-adds in ascending index from 0 (core/ordered_gemm.h's definition),

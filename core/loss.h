@@ -41,7 +41,7 @@ std::string_view KerasVersionName(KerasVersion version);
 /// - Keras 3 (keras/src/losses/loss.py): NONE, SUM and SUM_OVER_BATCH_SIZE run;
 ///   AUTO is not a reduction at all ("Invalid value for argument `reduction`").
 ///   SUM_OVER_BATCH_SIZE then divides by the local batch and scales by
-///   1/num_replicas_in_sync (scale_loss_for_distribution): see LossCode::LossScale (sim/loss_code.h).
+///   1/num_replicas_in_sync (scale_loss_for_distribution): see LossCode::LossScale (sim/engines/loss_code.h).
 /// - Keras 2 (losses_utils): AUTO and SUM_OVER_BATCH_SIZE raise the ValueError
 ///   "Please use `tf.keras.losses.Reduction.SUM` or ... NONE" outside fit().
 Status CheckReductionForCustomLoop(LossReduction reduction, KerasVersion keras);
@@ -74,7 +74,7 @@ void ArgmaxRows(const Tensor<T>& logits, std::span<std::int32_t> predictions);
 
 /// The denominator compute_average_loss divides by: `global_batch_size` if given,
 /// else local_batch * num_replicas_in_sync (TF's default, a per-replica quantity).
-/// The loss code's denominator rules (sim/loss_code.h, ReplicaDenominator) use it.
+/// The loss code's denominator rules (sim/engines/loss_code.h, ReplicaDenominator) use it.
 inline std::int64_t AverageLossDenominator(std::int64_t local_batch, std::optional<std::int64_t> global_batch_size,
                                            int num_replicas_in_sync) {
   return global_batch_size ? *global_batch_size : local_batch * num_replicas_in_sync;

@@ -1,4 +1,4 @@
-// Fuzzes the command line (cli/options.cc, sim/faults.h): the input is split into
+// Fuzzes the command line (cli/options.cc, sim/comm/faults.h): the input is split into
 // arguments at newlines; its first byte picks the command, whose real option table
 // parses them (ParseOnlyScope: parse, never run). Any argv gives exit 0 or 2, never
 // a crash, an abort or an uncaught exception. Every --inject-fault value, and the
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "sim/cluster.h"
-#include "sim/faults.h"
+#include "sim/engines/cluster.h"
+#include "sim/comm/faults.h"
 
 namespace {
 

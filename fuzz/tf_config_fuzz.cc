@@ -1,4 +1,4 @@
-// Fuzzes the TF_CONFIG reader (sim/tf_config.h): any bytes give a TfConfig or an
+// Fuzzes the TF_CONFIG reader (sim/comm/tf_config.h): any bytes give a TfConfig or an
 // InvalidArgument with a message, never a crash. An accepted config must hold the
 // invariants the rest of dtlab relies on: at least one training task, a rank in
 // range for a chief or worker task, a world check that passes for its own world
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "sim/tf_config.h"
+#include "sim/comm/tf_config.h"
 
 namespace {
 

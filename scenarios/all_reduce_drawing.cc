@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "sim/transport.h"
+#include "sim/comm/transport.h"
 
 namespace dtlab {
 namespace {

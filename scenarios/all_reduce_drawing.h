@@ -1,5 +1,5 @@
 // An all-reduce drawn step by step with the actual chunks: the real schedule of
-// sim/collectives.h (ScheduleAllReduce) runs over a transport that records, phase by
+// sim/comm/collectives.h (ScheduleAllReduce) runs over a transport that records, phase by
 // phase, which replica sends which elements to which, and every buffer after the
 // phase. Lessons show it; the scenario check `all_reduce` verifies the result.
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sim/collectives.h"
+#include "sim/comm/collectives.h"
 
 namespace dtlab {
 

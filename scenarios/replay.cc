@@ -12,9 +12,9 @@
 
 #include "core/file_io.h"
 #include "core/text.h"
-#include "sim/collectives.h"
-#include "sim/cuda/cuda_backend.h"
-#include "sim/device_backend.h"
+#include "sim/comm/collectives.h"
+#include "sim/compute/cuda/cuda_backend.h"
+#include "sim/compute/device_backend.h"
 
 namespace dtlab {
 namespace {

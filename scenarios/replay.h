@@ -1,4 +1,4 @@
-// Replay: a scenario run on a device backend (sim/device_backend.h), every step
+// Replay: a scenario run on a device backend (sim/compute/device_backend.h), every step
 // held against the CPU (docs/gpu.md).
 //
 // Exact mode (the default): each run of the scenario trains on the CPU and on the
@@ -10,7 +10,7 @@
 //
 // Fast mode: both sides train with --check-reference on. The device's gradient and
 // loss of each step must be within the floating-point bound of the CPU's exact
-// one-device gradient (sim/reference_check.h) wherever the CPU's fast run is within
+// one-device gradient (sim/engines/reference_check.h) wherever the CPU's fast run is within
 // its bound; a run that fails the check by design (a pitfall) must fail on both.
 //
 // Runs of the parameter-server strategy run on the CPU only (asynchronous
@@ -32,7 +32,7 @@
 #include "core/status.h"
 #include "scenarios/scenario.h"
 #include "scenarios/scenario_runner.h"
-#include "sim/device_backend.h"
+#include "sim/compute/device_backend.h"
 
 namespace dtlab {
 

@@ -4,12 +4,12 @@
 #include <limits>
 
 #include "core/checked_number.h"
-#include "sim/all_reduce_registry.h"
-#include "sim/collectives.h"
-#include "sim/distributed_input.h"
-#include "sim/faults.h"
-#include "sim/strategy.h"
-#include "sim/topology.h"
+#include "sim/comm/all_reduce_registry.h"
+#include "sim/comm/collectives.h"
+#include "sim/input/distributed_input.h"
+#include "sim/comm/faults.h"
+#include "sim/engines/strategy.h"
+#include "sim/timing/topology.h"
 
 namespace dtlab {
 namespace {
@@ -39,7 +39,7 @@ constexpr std::int64_t kMillion = 1'000'000;
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 std::vector<RunOption> MakeTable() {
   using enum OptionType;
-  // The registry's names (sim/all_reduce_registry.h), kept for the table's string_views.
+  // The registry's names (sim/comm/all_reduce_registry.h), kept for the table's string_views.
   static const std::string kAllReduceHelp = AllReduceAlgorithmNames(" or ");
   return {
       {.flag = "model", .key = "model.name", .type = kText, .default_text = "seed-cnn",

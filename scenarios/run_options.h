@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "sim/trainer.h"
+#include "sim/training/trainer.h"
 
 namespace dtlab {
 

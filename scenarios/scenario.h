@@ -31,8 +31,8 @@
 
 #include "core/status.h"
 #include "scenarios/run_options.h"
-#include "sim/loss_check.h"
-#include "sim/trainer.h"
+#include "sim/check/loss_check.h"
+#include "sim/training/trainer.h"
 
 namespace dtlab {
 
@@ -52,7 +52,7 @@ enum class ScenarioCheckKind {
   kValue,         // a named value of a run is within [min, max] or approx +- tolerance
   kRefused,       // the run is refused as invalid (its message contains `contains`)
   kFault,         // the run stops with a runtime fault (non-finite values...)
-  kLossCase,      // one explicit batch split through a built-in loss code (sim/loss_check.h)
+  kLossCase,      // one explicit batch split through a built-in loss code (sim/check/loss_check.h)
   kMeanMetric,    // the Mean-metric trap on given per-replica losses
   kCompare,       // a named value of runs[0] is below the same value of runs[1]
   kAllReduce,     // an all-reduce drawn chunk by chunk (scenarios/all_reduce_drawing.h) sums correctly

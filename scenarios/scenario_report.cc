@@ -8,7 +8,7 @@
 #include "core/file_io.h"
 #include "core/text.h"
 #include "scenarios/tensorboard_writer.h"
-#include "sim/strategy.h"
+#include "sim/engines/strategy.h"
 
 namespace dtlab {
 namespace {

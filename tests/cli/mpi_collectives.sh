@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MPI all-reduce (sim/mpi_group.h) equals the in-process one bit for bit on 2, 3
+# The MPI all-reduce (sim/comm/mpi_group.h) equals the in-process one bit for bit on 2, 3
 # and 4 ranks: every algorithm, SUM and MEAN, float and int64 words, 1 to 3 replicas
 # per rank, 0 to 1048909 elements (past the 4 MiB segment). tests/tools/mpi_collectives_check.cc.
 source "$(dirname "$0")/lib.bash"

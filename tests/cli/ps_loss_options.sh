@@ -1,4 +1,4 @@
-# The parameter server honours every loss option (sim/loss_code.h): a worker's step
+# The parameter server honours every loss option (sim/engines/loss_code.h): a worker's step
 # is one replica on a whole batch (num_replicas_in_sync = 1, as TF's
 # ParameterServerStrategy on CPU workers), so on a worker's short final batch the
 # global denominator divides by the configured batch and every other rule by the

@@ -1,6 +1,6 @@
 // Run under mpirun by tests/cli/mpi_collectives.sh: MpiWorkerGroup::AllReduce
-// (sim/mpi_group.h) gives, on every rank, the same bits as the in-process
-// AllReduce of sim/collectives.h over the same W x R buffers, for every algorithm,
+// (sim/comm/mpi_group.h) gives, on every rank, the same bits as the in-process
+// AllReduce of sim/comm/collectives.h over the same W x R buffers, for every algorithm,
 // SUM and MEAN, float and int64 words, R = 1..3 replicas per rank, and element
 // counts from 0 to past a segment (4 MiB). Every rank builds all W x R inputs
 // (seeded), reduces them in process for the expected result, and reduces its own R
@@ -12,8 +12,8 @@
 #include <span>
 #include <vector>
 
-#include "sim/collectives.h"
-#include "sim/mpi_group.h"
+#include "sim/comm/collectives.h"
+#include "sim/comm/mpi_group.h"
 
 namespace {
 

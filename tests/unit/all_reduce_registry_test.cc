@@ -1,8 +1,8 @@
-// The registry of all-reduce algorithms (sim/all_reduce_registry.h): every
+// The registry of all-reduce algorithms (sim/comm/all_reduce_registry.h): every
 // algorithm is found by each of its names, an unknown name lists the valid ones,
 // the old name "tree" is an alias of halving_doubling that prints as "tree", and
 // every algorithm moves the same bits and messages as before it had its own file.
-#include "sim/all_reduce_registry.h"
+#include "sim/comm/all_reduce_registry.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/collectives.h"
+#include "sim/comm/collectives.h"
 
 namespace dtlab {
 namespace {

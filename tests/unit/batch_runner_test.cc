@@ -8,7 +8,7 @@
 #include "core/loss.h"
 #include "core/mnist.h"
 #include "core/batch.h"
-#include "sim/batch_runner.h"
+#include "sim/compute/batch_runner.h"
 
 namespace dtlab {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "sim/collectives.h"
+#include "sim/comm/collectives.h"
 
 namespace dtlab {
 namespace {

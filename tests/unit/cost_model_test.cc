@@ -1,4 +1,4 @@
-// Tests of sim/topology.h and sim/cost_model.h. CollectiveRecords are built by
+// Tests of sim/timing/topology.h and sim/timing/cost_model.h. CollectiveRecords are built by
 // hand, so these tests do not depend on the collectives' implementation.
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cost_model.h"
-#include "sim/topology.h"
+#include "sim/timing/cost_model.h"
+#include "sim/timing/topology.h"
 
 namespace dtlab {
 namespace {

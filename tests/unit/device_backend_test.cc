@@ -1,9 +1,9 @@
-// The device kernels (core/device_kernels.h) through the device engine
-// (sim/device_engine.h) on the emulated device, against the CPU's BatchRunner:
+// The device kernels (core/device_kernels.h) through the device runner
+// (sim/compute/device_runner.h) on the emulated device, against the CPU's BatchRunner:
 // exact mode must give the same accumulator words, losses and predictions bit for
 // bit, for every model, any split of the batch (empty segments too) and non-finite
 // inputs; fast mode the same per-example losses and float sums within their bound.
-// The CUDA backend runs this very engine and these kernels (docs/gpu.md).
+// The CUDA backend runs this very runner and these kernels (docs/gpu.md).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +15,8 @@
 #include "core/relu.h"
 #include "core/reshape.h"
 #include "core/rng.h"
-#include "sim/batch_runner.h"
-#include "sim/device_backend.h"
+#include "sim/compute/batch_runner.h"
+#include "sim/compute/device_backend.h"
 
 namespace dtlab {
 namespace {
@@ -103,7 +103,7 @@ TEST_P(DeviceBackendTest, ExactModeGivesTheCpuWordsLossesAndPredictions) {
   for (const std::int64_t w : device_words[1]) ASSERT_EQ(w, 0);
   EXPECT_NE(device_words[0][kExactDigitWords], 0);
 
-  // The same engine runs twice with the same bits (buffers are reused).
+  // The same runner runs twice with the same bits (buffers are reused).
   std::vector<std::int64_t> again(values);
   const ExactSegment whole{&params, 0, kExamples, again};
   std::vector<float> losses(kExamples);

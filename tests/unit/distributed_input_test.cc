@@ -3,7 +3,7 @@
 // from TF's own tests in tensorflow/python/distribute/input_lib_test.py and
 // docstrings in tensorflow/python/data/experimental/ops/distribute.py), and
 // RapidCheck properties over random clusters and pipelines.
-#include "sim/distributed_input.h"
+#include "sim/input/distributed_input.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

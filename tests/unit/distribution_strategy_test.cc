@@ -4,7 +4,7 @@
 
 #include "core/loss.h"
 #include "core/metrics.h"
-#include "sim/distribution_strategy.h"
+#include "sim/engines/distribution_strategy.h"
 
 namespace dtlab {
 namespace {

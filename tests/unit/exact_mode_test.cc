@@ -15,10 +15,10 @@
 #include "core/metrics.h"
 #include "core/mnist.h"
 #include "core/model.h"
-#include "sim/batch_runner.h"
-#include "sim/cluster.h"
-#include "sim/collectives.h"
-#include "sim/distributed_input.h"
+#include "sim/compute/batch_runner.h"
+#include "sim/engines/cluster.h"
+#include "sim/comm/collectives.h"
+#include "sim/input/distributed_input.h"
 
 namespace dtlab {
 namespace {

@@ -1,4 +1,4 @@
-// FaultInjector (sim/fault_injector.h) around a compute backend, without a Cluster:
+// FaultInjector (sim/engines/fault_injector.h) around a compute backend, without a Cluster:
 // the compute it wraps runs, then the step's throw fault stops the step and its nan
 // fault lands in the named replica's gradient; the step's message faults and
 // stragglers are prepared for the transport; other steps are left alone.
@@ -9,7 +9,7 @@
 
 #include "core/batch.h"
 #include "core/exact_sum.h"
-#include "sim/fault_injector.h"
+#include "sim/engines/fault_injector.h"
 
 namespace dtlab {
 namespace {

@@ -1,4 +1,4 @@
-// Fault injection (sim/faults.h): the fault syntax, and the collectives' detection
+// Fault injection (sim/comm/faults.h): the fault syntax, and the collectives' detection
 // of dead replicas, dropped and corrupted messages for every algorithm, in float and
 // in exact mode's int64 words; a fault that matches no message changes nothing.
 #include <gtest/gtest.h>
@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/cluster.h"
-#include "sim/collectives.h"
-#include "sim/faults.h"
+#include "sim/engines/cluster.h"
+#include "sim/comm/collectives.h"
+#include "sim/comm/faults.h"
 
 namespace dtlab {
 namespace {

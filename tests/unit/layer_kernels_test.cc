@@ -15,8 +15,8 @@
 #include "core/dense.h"
 #include "core/mnist.h"
 #include "core/rng.h"
-#include "sim/batch_runner.h"
-#include "sim/trainer.h"
+#include "sim/compute/batch_runner.h"
+#include "sim/training/trainer.h"
 
 namespace dtlab {
 namespace {

@@ -1,9 +1,9 @@
-// The loss-scaling property API (sim/loss_check.h): a correct user loss passes, a
+// The loss-scaling property API (sim/check/loss_check.h): a correct user loss passes, a
 // deliberately wrong one is caught with a small counterexample in words, the same
 // seed replays the same result, and the built-in properties behave as documented.
 #include <gtest/gtest.h>
 
-#include "sim/loss_check.h"
+#include "sim/check/loss_check.h"
 
 namespace dtlab {
 namespace {

@@ -1,11 +1,11 @@
-// The memory estimate of a run (sim/memory_estimate.h) and the refusal of runs that
+// The memory estimate of a run (sim/training/memory_estimate.h) and the refusal of runs that
 // cannot fit, with the estimate, what is available and how to fix it (issue 19).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/exact_words.h"
-#include "sim/memory_estimate.h"
+#include "sim/training/memory_estimate.h"
 
 namespace dtlab {
 namespace {

@@ -1,5 +1,5 @@
-// parameter_server checkpoints in the middle of an epoch (sim/parameter_server_epoch.cc,
-// sim/checkpointing.h): saved at --checkpoint-every and at the end of a --steps run;
+// parameter_server checkpoints in the middle of an epoch (sim/engines/parameter_server_epoch.cc,
+// sim/training/checkpointing.h): saved at --checkpoint-every and at the end of a --steps run;
 // a checkpoint after update K is the uninterrupted run's state after K, bit for bit;
 // a resumed run pushes every batch once, equals the uninterrupted run with one
 // worker (none is in flight at a checkpoint), and is deterministic with several.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/checkpoint_manager.h"
-#include "sim/trainer.h"
+#include "sim/training/trainer.h"
 #include "test_util.h"
 
 namespace dtlab {

@@ -1,4 +1,4 @@
-// The parameter server's workers run the loss code they are given (sim/loss_code.h)
+// The parameter server's workers run the loss code they are given (sim/engines/loss_code.h)
 // with num_replicas_in_sync = 1, as TF's ParameterServerStrategy does on CPU
 // workers: a worker's step is one replica on a whole batch. On a full batch every
 // denominator is the batch, so every code gives the same bits; on a short final
@@ -11,7 +11,7 @@
 #include <numeric>
 
 #include "core/batch.h"
-#include "sim/parameter_server.h"
+#include "sim/engines/parameter_server.h"
 
 namespace dtlab {
 namespace {

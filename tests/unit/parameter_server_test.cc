@@ -9,7 +9,7 @@
 
 #include "core/batch.h"
 #include "core/loss.h"
-#include "sim/parameter_server.h"
+#include "sim/engines/parameter_server.h"
 
 namespace dtlab {
 namespace {

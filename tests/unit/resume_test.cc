@@ -1,4 +1,4 @@
-// Resuming a checkpoint under another configuration (sim/trainer.h): the position
+// Resuming a checkpoint under another configuration (sim/training/trainer.h): the position
 // in the epoch when the global batch changes, what carries over, and what is
 // refused (another model, another optimizer's slots, parameter_server mid-epoch).
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/checkpoint_manager.h"
-#include "sim/trainer.h"
+#include "sim/training/trainer.h"
 #include "test_util.h"
 
 namespace dtlab {

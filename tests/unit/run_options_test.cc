@@ -13,7 +13,7 @@
 #include "cli/run_flags.h"
 #include "scenarios/run_options.h"
 #include "scenarios/scenario.h"
-#include "sim/faults.h"
+#include "sim/comm/faults.h"
 
 namespace dtlab {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/mnist.h"
-#include "sim/message_log.h"
+#include "sim/comm/message_log.h"
 
 namespace dtlab::testing {
 

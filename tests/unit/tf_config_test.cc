@@ -1,4 +1,4 @@
-// TF_CONFIG parsing and validation (sim/tf_config.h): valid clusters with and
+// TF_CONFIG parsing and validation (sim/comm/tf_config.h): valid clusters with and
 // without chief, ps and evaluator; the chief rule (chief 0, else worker 0); ranks
 // (chief first, then workers); every error case, with its message naming where
 // the problem is; and the check against an MPI-like world.
@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "sim/tf_config.h"
+#include "sim/comm/tf_config.h"
 
 namespace dtlab {
 namespace {

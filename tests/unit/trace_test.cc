@@ -1,4 +1,4 @@
-// Tests of sim/trace.h: the Chrome trace-event JSON of a simulated timeline.
+// Tests of sim/timing/trace.h: the Chrome trace-event JSON of a simulated timeline.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/cost_model.h"
-#include "sim/topology.h"
-#include "sim/trace.h"
+#include "sim/timing/cost_model.h"
+#include "sim/timing/topology.h"
+#include "sim/timing/trace.h"
 #include "tests/unit/test_util.h"
 
 namespace dtlab {

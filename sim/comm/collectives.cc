@@ -1,0 +1,215 @@
+#include "sim/comm/collectives.h"
+
+#include <cassert>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "sim/comm/all_reduce_algorithm.h"
+#include "sim/comm/in_process_transport.h"
+
+namespace dtlab {
+
+namespace {
+
+template <typename T>
+void RunAllReduce(const ReplicaBuffers<T>& buffers, ReduceOp op, const CollectiveOptions& options) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int64_t>);
+  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>) && "MEAN is only for floating-point types");
+  const std::int32_t n = buffers.num_replicas();
+  assert(n >= 1);
+  if (options.log != nullptr)
+    options.log->Begin("all_reduce/" + std::string(AllReduceAlgorithmName(options.algorithm)), options.step, n,
+                       buffers.count * static_cast<std::int64_t>(sizeof(T)));
+  if (n == 1) {
+    // Nothing to send; the sum of one buffer divided by 1 is the buffer itself.
+    if (buffers.outputs[0] != buffers.inputs[0] && buffers.count > 0)
+      std::memcpy(buffers.outputs[0], buffers.inputs[0], static_cast<std::size_t>(buffers.count) * sizeof(T));
+  } else {
+    InProcessTransport<T> transport(buffers, options.log, options.faults);
+    ScheduleAllReduce<T>(transport, options.algorithm, buffers.count, op, options.replicas_per_worker);
+  }
+  if (options.log != nullptr) options.log->End();
+}
+
+template <typename T>
+void CheckSameSizes(std::span<const std::span<T>> buffers, std::size_t size) {
+#ifndef NDEBUG
+  for (const auto& buffer : buffers) assert(buffer.size() == size && "all buffers must have the same size");
+#else
+  (void)buffers;
+  (void)size;
+#endif
+}
+
+// The buffers of an in-place collective: each replica's input is its output.
+template <typename T>
+ReplicaBuffers<T> InPlace(std::span<const std::span<T>> buffers) {
+  ReplicaBuffers<T> out;
+  out.count = buffers.empty() ? 0 : static_cast<std::int64_t>(buffers[0].size());
+  for (const auto& buffer : buffers) {
+    out.inputs.push_back(buffer.data());
+    out.outputs.push_back(buffer.data());
+  }
+  return out;
+}
+
+template <typename T>
+ReplicaBuffers<T> OutOfPlace(std::span<const std::span<const T>> inputs, std::span<const std::span<T>> outputs) {
+  ReplicaBuffers<T> out;
+  out.count = inputs.empty() ? 0 : static_cast<std::int64_t>(inputs[0].size());
+  for (std::size_t r = 0; r < inputs.size(); ++r) {
+    out.inputs.push_back(inputs[r].data());
+    out.outputs.push_back(outputs[r].data());
+  }
+  return out;
+}
+
+template <typename T>
+void BeginRecord(const CollectiveOptions& options, const char* name, std::size_t num_replicas,
+                 std::size_t elements_per_replica) {
+  if (options.log != nullptr)
+    options.log->Begin(name, options.step, static_cast<std::int32_t>(num_replicas),
+                       static_cast<std::int64_t>(elements_per_replica * sizeof(T)));
+}
+
+}  // namespace
+
+template <typename T>
+void ScheduleAllReduce(Transport<T>& transport, AllReduceAlgorithm algorithm, std::int64_t count, ReduceOp op,
+                       std::int32_t replicas_per_worker) {
+  const std::int32_t n = transport.num_replicas();
+  if (n <= 1) return;
+  algorithm.info().schedule(transport, {count, op == ReduceOp::kMean, replicas_per_worker});
+}
+
+template <typename T>
+void AllReduce(std::span<const std::span<T>> buffers, ReduceOp op, const CollectiveOptions& options) {
+  assert(!buffers.empty());
+  CheckSameSizes(buffers, buffers[0].size());
+  RunAllReduce(InPlace(buffers), op, options);
+}
+
+template <typename T>
+void AllReduce(std::span<const std::span<const T>> inputs, std::span<const std::span<T>> outputs, ReduceOp op,
+               const CollectiveOptions& options) {
+  assert(!inputs.empty() && inputs.size() == outputs.size());
+  CheckSameSizes(inputs, inputs[0].size());
+  CheckSameSizes(outputs, inputs[0].size());
+  RunAllReduce(OutOfPlace(inputs, outputs), op, options);
+}
+
+// Direct: replica i sums chunk i of every replica in replica order (phase 0) and
+// sends it to the root (phase 1), in one pass as in the direct all-reduce (sim/comm/all_reduce_direct.cc).
+template <typename T>
+void Reduce(std::span<const std::span<T>> buffers, std::int32_t root, ReduceOp op, const CollectiveOptions& options) {
+  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>) && "MEAN is only for floating-point types");
+  const std::int32_t n = static_cast<std::int32_t>(buffers.size());
+  assert(n >= 1 && root >= 0 && root < n);
+  CheckSameSizes(buffers, buffers[0].size());
+  const std::int64_t count = static_cast<std::int64_t>(buffers[0].size());
+  BeginRecord<T>(options, "reduce", buffers.size(), buffers[0].size());
+  if (n > 1) {
+    const ReplicaBuffers<T> in_place = InPlace(buffers);
+    InProcessTransport<T> runner(in_place, options.log, options.faults);
+    for (std::int32_t owner = 0; owner < n; ++owner) {
+      const ElementRange chunk = Chunk(count, n, owner);
+      runner.BeginTransfer(owner, chunk.count, op == ReduceOp::kMean);
+      for (std::int32_t r = 0; r < n; ++r) runner.AddSource(r, BufferRole::kInput, chunk.begin, 0);
+      runner.AddDestination(root, chunk.begin, 1);
+    }
+    runner.Run();
+  }
+  if (options.log != nullptr) options.log->End();
+}
+
+// Direct (scatter then all-gather): the root sends chunk i to replica i (phase 0),
+// which sends it to every other replica (phase 1); the root's own chunk goes out
+// in phase 1. One pass, as in the direct all-reduce.
+template <typename T>
+void Broadcast(std::span<const std::span<T>> buffers, std::int32_t root, const CollectiveOptions& options) {
+  const std::int32_t n = static_cast<std::int32_t>(buffers.size());
+  assert(n >= 1 && root >= 0 && root < n);
+  CheckSameSizes(buffers, buffers[0].size());
+  const std::int64_t count = static_cast<std::int64_t>(buffers[0].size());
+  BeginRecord<T>(options, "broadcast", buffers.size(), buffers[0].size());
+  if (n > 1) {
+    const ReplicaBuffers<T> in_place = InPlace(buffers);
+    InProcessTransport<T> runner(in_place, options.log, options.faults);
+    for (std::int32_t owner = 0; owner < n; ++owner) {
+      const ElementRange chunk = Chunk(count, n, owner);
+      runner.BeginTransfer(owner, chunk.count, false);
+      runner.AddSource(root, BufferRole::kInput, chunk.begin, 0);
+      for (std::int32_t r = 0; r < n; ++r)
+        if (r != root) runner.AddDestination(r, chunk.begin, 1);
+    }
+    runner.Run();
+  }
+  if (options.log != nullptr) options.log->End();
+}
+
+// Direct: replica j sends its input to every replica in one phase.
+template <typename T>
+void AllGather(std::span<const std::span<const T>> inputs, std::span<const std::span<T>> outputs,
+               const CollectiveOptions& options) {
+  const std::int32_t n = static_cast<std::int32_t>(inputs.size());
+  assert(n >= 1 && outputs.size() == inputs.size());
+  const std::size_t count = inputs[0].size();
+  CheckSameSizes(inputs, count);
+  CheckSameSizes(outputs, count * inputs.size());
+  BeginRecord<T>(options, "all_gather", inputs.size(), count * inputs.size());
+  const ReplicaBuffers<T> buffers = OutOfPlace(inputs, outputs);
+  InProcessTransport<T> runner(buffers, options.log, options.faults);
+  for (std::int32_t sender = 0; sender < n; ++sender) {
+    runner.BeginTransfer(sender, static_cast<std::int64_t>(count), false);
+    runner.AddSource(sender, BufferRole::kInput, 0, 0);
+    for (std::int32_t r = 0; r < n; ++r)
+      runner.AddDestination(r, static_cast<std::int64_t>(static_cast<std::size_t>(sender) * count), 0);
+  }
+  runner.Run();
+  if (options.log != nullptr) options.log->End();
+}
+
+// Direct: replica i sums block i of every replica's input in replica order, in one
+// phase.
+template <typename T>
+void ReduceScatter(std::span<const std::span<const T>> inputs, std::span<const std::span<T>> outputs, ReduceOp op,
+                   const CollectiveOptions& options) {
+  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>) && "MEAN is only for floating-point types");
+  const std::int32_t n = static_cast<std::int32_t>(inputs.size());
+  assert(n >= 1 && outputs.size() == inputs.size());
+  const std::size_t count = outputs[0].size();
+  CheckSameSizes(outputs, count);
+  CheckSameSizes(inputs, count * inputs.size());
+  BeginRecord<T>(options, "reduce_scatter", inputs.size(), count * inputs.size());
+  const ReplicaBuffers<T> buffers = OutOfPlace(inputs, outputs);
+  InProcessTransport<T> runner(buffers, options.log, options.faults);
+  for (std::int32_t owner = 0; owner < n; ++owner) {
+    runner.BeginTransfer(owner, static_cast<std::int64_t>(count), op == ReduceOp::kMean && n > 1);
+    for (std::int32_t r = 0; r < n; ++r)
+      runner.AddSource(r, BufferRole::kInput, static_cast<std::int64_t>(static_cast<std::size_t>(owner) * count), 0);
+    runner.AddDestination(owner, 0, 0);
+  }
+  runner.Run();
+  if (options.log != nullptr) options.log->End();
+}
+
+#define DTLAB_INSTANTIATE_COLLECTIVES(T)                                                                        \
+  template void ScheduleAllReduce<T>(Transport<T>&, AllReduceAlgorithm, std::int64_t, ReduceOp, std::int32_t);  \
+  template void AllReduce<T>(std::span<const std::span<T>>, ReduceOp, const CollectiveOptions&);               \
+  template void AllReduce<T>(std::span<const std::span<const T>>, std::span<const std::span<T>>, ReduceOp,     \
+                             const CollectiveOptions&);                                                        \
+  template void Reduce<T>(std::span<const std::span<T>>, std::int32_t, ReduceOp, const CollectiveOptions&);    \
+  template void Broadcast<T>(std::span<const std::span<T>>, std::int32_t, const CollectiveOptions&);           \
+  template void AllGather<T>(std::span<const std::span<const T>>, std::span<const std::span<T>>,               \
+                             const CollectiveOptions&);                                                        \
+  template void ReduceScatter<T>(std::span<const std::span<const T>>, std::span<const std::span<T>>, ReduceOp, \
+                                 const CollectiveOptions&);
+
+DTLAB_INSTANTIATE_COLLECTIVES(float)
+DTLAB_INSTANTIATE_COLLECTIVES(double)
+DTLAB_INSTANTIATE_COLLECTIVES(std::int64_t)
+
+#undef DTLAB_INSTANTIATE_COLLECTIVES
+
+}  // namespace dtlab

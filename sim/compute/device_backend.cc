@@ -1,0 +1,200 @@
+#include "sim/compute/device_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "core/conv2d.h"
+#include "core/dense.h"
+#include "core/pooling.h"
+#include "core/reshape.h"
+
+namespace dtlab {
+
+StatusOr<DevicePlan> MakeDevicePlan(const Sequential<float>& model) {
+  DevicePlan plan;
+  plan.example_size = NumElements(model.example_shape());
+  plan.classes = model.num_classes();
+  plan.parameter_offsets.push_back(0);
+  for (const ModelParameter& p : model.parameters())
+    plan.parameter_offsets.push_back(plan.parameter_offsets.back() + NumElements(p.spec.shape));
+  Shape shape = model.example_shape();
+  std::size_t parameter = 0;
+  auto dims = [](const Shape& s, std::int64_t& h, std::int64_t& w, std::int64_t& c) {
+    h = s.size() == 3 ? s[0] : 1;
+    w = s.size() == 3 ? s[1] : 1;
+    c = s.size() == 3 ? s[2] : NumElements(s);
+  };
+  for (const auto& layer : model.layers()) {
+    DeviceLayer d;
+    dims(shape, d.in_h, d.in_w, d.in_c);
+    const Shape out = layer->OutputShape(shape);
+    dims(out, d.out_h, d.out_w, d.out_c);
+    if (const auto* conv = dynamic_cast<const Conv2D<float>*>(layer.get())) {
+      if (shape.size() != 3) return Status::InvalidArgument("layer " + layer->name() + ": Conv2D needs HWC inputs");
+      d.kind = DeviceLayer::Kind::kConv;
+      d.kernel_h = conv->kernel_height(), d.kernel_w = conv->kernel_width();
+      d.relu = conv->activation() == Activation::kRelu;
+    } else if (const auto* dense = dynamic_cast<const Dense<float>*>(layer.get())) {
+      d.kind = DeviceLayer::Kind::kDense;
+      d.in_h = d.in_w = 1, d.in_c = NumElements(shape);
+      d.relu = dense->activation() == Activation::kRelu;
+    } else if (dynamic_cast<const MaxPooling2D<float>*>(layer.get())) {
+      d.kind = DeviceLayer::Kind::kPool;
+    } else if (dynamic_cast<const Reshape<float>*>(layer.get())) {
+      d.kind = DeviceLayer::Kind::kReshape;
+    } else {
+      return Status::InvalidArgument("layer " + layer->name() + " (" + std::string(layer->kind()) +
+                                     ") has no device kernel; the device backends run Conv2D, MaxPooling2D, "
+                                     "Flatten, Reshape and Dense");
+    }
+    d.parameter = parameter;
+    parameter += layer->Parameters(shape).size();
+    plan.layers.push_back(d);
+    shape = out;
+  }
+  return plan;
+}
+
+namespace {
+
+// The emulated device: host memory, copies as memcpy, a launch as a parallel loop.
+// Its lanes are what streams are on a GPU (each has its own buffers in the
+// runner), run one after the other.
+class HostDevice {
+ public:
+  explicit HostDevice(int lanes) : lanes_(lanes) {}
+  int lanes() const { return lanes_; }
+  void* Allocate(int /*lane*/, std::size_t bytes) {
+    void* p = std::malloc(std::max<std::size_t>(bytes, 1));
+    if (!p) throw DeviceError("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  void Free(int /*lane*/, void* p) { std::free(p); }
+  void CopyIn(int /*lane*/, void* device, const void* host, std::size_t bytes) { std::memcpy(device, host, bytes); }
+  void CopyOut(int /*lane*/, void* host, const void* device, std::size_t bytes) { std::memcpy(host, device, bytes); }
+  template <class Kernel>
+  void Launch(int /*lane*/, kernels::Index n, const Kernel& kernel) {
+    tbb::parallel_for(tbb::blocked_range<kernels::Index>(0, n, 64), [&](const tbb::blocked_range<kernels::Index>& r) {
+      for (kernels::Index i = r.begin(); i < r.end(); ++i) kernel(i);
+    });
+  }
+  void Synchronize(int /*lane*/) {}
+
+ private:
+  int lanes_;
+};
+
+class HostRunner final : public DeviceRunner {
+ public:
+  HostRunner(DevicePlan plan, int lanes) : runner_(std::move(plan), HostDevice(lanes)), lanes_(lanes) {}
+  std::string Description() const override {
+    return "emulated: the device kernels on the CPU, " + std::to_string(lanes_) + " lane" + (lanes_ == 1 ? "" : "s");
+  }
+  void Run(const DeviceBatch& batch, std::span<const DeviceJob> jobs) override { runner_.Run(batch, jobs); }
+
+ private:
+  DeviceRunnerOn<HostDevice> runner_;
+  int lanes_;
+};
+
+class DeviceBackend final : public ComputeBackend {
+ public:
+  DeviceBackend(const Sequential<float>& model, std::unique_ptr<DeviceRunner> runner)
+      : model_(model), runner_(std::move(runner)) {}
+  std::string Description() const override { return runner_->Description(); }
+
+  Status Run(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
+             std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+             std::span<const BatchSegment> segments) override {
+    const std::size_t values = static_cast<std::size_t>(model_.num_parameter_values());
+    Prepare(segments.size(), values, false);
+    std::vector<DeviceJob> jobs;
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+      const BatchSegment& seg = segments[s];
+      DeviceJob job{Flatten(*seg.params, s), seg.begin, seg.count};
+      if (seg.grads) job.grads = grads_[s].data();
+      if (seg.magnitudes) job.magnitudes = magnitudes_[s].data();
+      jobs.push_back(job);
+    }
+    DTLAB_RETURN_IF_ERROR(Launch(images, labels, coefficients, per_example_loss, predictions, jobs));
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+      if (segments[s].grads) Unflatten(grads_[s], *segments[s].grads);
+      if (segments[s].magnitudes) Unflatten(magnitudes_[s], *segments[s].magnitudes);
+    }
+    return Status::Ok();
+  }
+
+  Status RunExact(const Tensor<float>& images, std::span<const std::int32_t> labels,
+                  std::span<const float> coefficients, std::span<float> per_example_loss,
+                  std::span<std::int32_t> predictions, std::span<const ExactSegment> segments) override {
+    const std::size_t values = static_cast<std::size_t>(model_.num_parameter_values());
+    Prepare(segments.size(), values, true);
+    std::vector<DeviceJob> jobs;
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+      const ExactSegment& seg = segments[s];
+      DeviceJob job{Flatten(*seg.params, s), seg.begin, seg.count};
+      if (!seg.grad_words.empty()) job.words = seg.grad_words.data();
+      jobs.push_back(job);
+    }
+    return Launch(images, labels, coefficients, per_example_loss, predictions, jobs);
+  }
+
+ private:
+  void Prepare(std::size_t segments, std::size_t values, bool exact) {
+    flat_.resize(segments);
+    if (!exact) {
+      grads_.resize(segments);
+      magnitudes_.resize(segments);
+      for (std::size_t s = 0; s < segments; ++s) grads_[s].resize(values), magnitudes_[s].resize(values);
+    }
+  }
+
+  const float* Flatten(const ParameterList<float>& params, std::size_t s) {
+    std::vector<float>& flat = flat_[s];
+    flat.clear();
+    for (const Tensor<float>& t : params) flat.insert(flat.end(), t.data(), t.data() + t.size());
+    return flat.data();
+  }
+
+  static void Unflatten(const std::vector<float>& flat, ParameterList<float>& out) {
+    std::size_t offset = 0;
+    for (Tensor<float>& t : out) {
+      std::copy_n(flat.data() + offset, t.size(), t.data());
+      offset += static_cast<std::size_t>(t.size());
+    }
+  }
+
+  Status Launch(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
+                std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+                const std::vector<DeviceJob>& jobs) {
+    const DeviceBatch batch{images.data(), labels.data(), coefficients.empty() ? nullptr : coefficients.data(),
+                            per_example_loss.data(), predictions.data()};
+    try {
+      runner_->Run(batch, jobs);
+    } catch (const DeviceError& e) {
+      return Status::Runtime(runner_->Description() + ": " + e.what());
+    }
+    return Status::Ok();
+  }
+
+  const Sequential<float>& model_;
+  std::unique_ptr<DeviceRunner> runner_;
+  std::vector<std::vector<float>> flat_, grads_, magnitudes_;
+};
+
+}  // namespace
+
+std::unique_ptr<ComputeBackend> MakeDeviceBackend(const Sequential<float>& model, std::unique_ptr<DeviceRunner> runner) {
+  return std::make_unique<DeviceBackend>(model, std::move(runner));
+}
+
+std::unique_ptr<DeviceRunner> MakeHostRunner(DevicePlan plan, int lanes) {
+  return std::make_unique<HostRunner>(std::move(plan), std::max(lanes, 1));
+}
+
+}  // namespace dtlab

@@ -1,0 +1,509 @@
+#include "sim/engines/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+
+#include <tbb/parallel_for.h>
+
+#include "core/batch.h"
+#include "core/loss.h"
+#include "sim/compute/device_backend.h"
+
+namespace dtlab {
+
+namespace {
+
+// The CPU's BatchRunner as a compute backend.
+class CpuCompute final : public ComputeBackend {
+ public:
+  explicit CpuCompute(BatchRunner& runner) : runner_(runner) {}
+  std::string Description() const override { return "cpu"; }
+  Status Run(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
+             std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+             std::span<const BatchSegment> segments) override {
+    runner_.Run(images, labels, coefficients, per_example_loss, predictions, segments);
+    return Status::Ok();
+  }
+  Status RunExact(const Tensor<float>& images, std::span<const std::int32_t> labels,
+                  std::span<const float> coefficients, std::span<float> per_example_loss,
+                  std::span<std::int32_t> predictions, std::span<const ExactSegment> segments) override {
+    runner_.RunExact(images, labels, coefficients, per_example_loss, predictions, segments);
+    return Status::Ok();
+  }
+
+ private:
+  BatchRunner& runner_;
+};
+
+// "dense/kernel (NaN), dense/bias (infinite)": the variables for which
+// classify(p) -> {has NaN, has infinity} finds a non-finite value; empty if none.
+template <typename Classify>
+std::string NonFiniteNames(const Sequential<float>& model, Classify classify) {
+  std::string names;
+  for (std::size_t p = 0; p < model.parameters().size(); ++p) {
+    const auto [nan, inf] = classify(p);
+    if (nan || inf)
+      names += (names.empty() ? "" : ", ") + model.parameters()[p].name + (nan ? " (NaN)" : " (infinite)");
+  }
+  return names;
+}
+
+std::string NonFiniteVariables(const Sequential<float>& model, const ParameterList<float>& values) {
+  return NonFiniteNames(model, [&](std::size_t p) {
+    bool nan = false, inf = false;
+    for (const float v : values[p].span()) nan |= std::isnan(v), inf |= std::isinf(v);
+    return std::pair(nan, inf);
+  });
+}
+
+// The same for exact mode's gradient words: an accumulator's last word counts the
+// non-finite terms added to it.
+std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<const std::int64_t> words) {
+  std::int64_t element = 0;
+  return NonFiniteNames(model, [&](std::size_t p) {
+    bool nan = false, inf = false;
+    for (const std::int64_t end = element + NumElements(model.parameters()[p].spec.shape); element < end; ++element) {
+      const std::int64_t special = words[static_cast<std::size_t>(element * kExactWords + kExactDigitWords)];
+      nan |= special >= kExactNanUnit, inf |= special != 0;
+    }
+    return std::pair(nan, inf);
+  });
+}
+
+}  // namespace
+
+Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets) {
+  for (std::size_t k = 0; k < replicas_.size(); ++k) {
+    const std::string bad = config_.math == MathMode::kExact ? NonFiniteAccumulators(model_, replicas_[k].words)
+                                                             : NonFiniteVariables(model_, replicas_[k].grads);
+    if (bad.empty()) continue;
+    const std::size_t r = k + static_cast<std::size_t>(first_);
+    std::int64_t losses = 0;
+    for (std::int64_t i = offsets[r]; i < offsets[r + 1]; ++i) losses += !std::isfinite(losses_[static_cast<std::size_t>(i)]);
+    const std::string weights = NonFiniteVariables(model_, Weights(replicas_[k]));
+    const std::string injected = faults_ != nullptr ? faults_->injected_nan() : "";
+    return Status::Runtime(
+        "step " + std::to_string(step) + ": replica " + std::to_string(r) + " of " + std::to_string(config_.replicas) +
+        " computed a non-finite gradient for " + bad + "; " + std::to_string(losses) + " of its " +
+        std::to_string(offsets[r + 1] - offsets[r]) + " examples have a non-finite loss; " +
+        (weights.empty() ? "its weights were finite before the step" : "its weights were already non-finite: " + weights) +
+        (injected.empty() ? ". Try a smaller --lr" : "; the value was injected by the fault " + injected));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status Cluster::ShareSlices(std::vector<T>& values, const std::vector<std::int64_t>& offsets, std::string_view what,
+                            std::int64_t step) {
+  if (group_ == nullptr) return Status::Ok();
+  const std::int32_t workers = group_->size();
+  const std::int32_t per_worker = config_.replicas / workers;
+  std::vector<std::size_t> counts(static_cast<std::size_t>(workers));
+  for (std::int32_t w = 0; w < workers; ++w)
+    counts[static_cast<std::size_t>(w)] = static_cast<std::size_t>(offsets[static_cast<std::size_t>((w + 1) * per_worker)] -
+                                                                   offsets[static_cast<std::size_t>(w * per_worker)]);
+  const auto begin = values.begin() + offsets[static_cast<std::size_t>(first_)];
+  const std::vector<T> mine(begin, begin + static_cast<std::ptrdiff_t>(counts[static_cast<std::size_t>(group_->rank())]));
+  return group_->AllGatherValues(std::span<const T>(mine), std::span<T>(values), counts, what, step);
+}
+
+void PackParameters(const ParameterList<float>& params, std::span<float> flat) {
+  std::size_t offset = 0;
+  for (const auto& p : params) {
+    std::copy(p.data(), p.data() + p.size(), flat.begin() + static_cast<std::ptrdiff_t>(offset));
+    offset += static_cast<std::size_t>(p.size());
+  }
+}
+
+void UnpackParameters(std::span<const float> flat, ParameterList<float>& params) {
+  std::size_t offset = 0;
+  for (auto& p : params) {
+    std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(offset), p.size(), p.data());
+    offset += static_cast<std::size_t>(p.size());
+  }
+}
+
+Status ClusterConfig::Validate() const {
+  if (replicas < 1) return Status::InvalidArgument("--replicas must be at least 1, got " + std::to_string(replicas));
+  if (workers < 1) return Status::InvalidArgument("--workers must be at least 1, got " + std::to_string(workers));
+  if (strategy == StrategyKind::kParameterServer && replicas != workers)
+    return Status::InvalidArgument("parameter_server: each worker is one replica, so --replicas (" +
+                                   std::to_string(replicas) + ") must equal --workers (" + std::to_string(workers) +
+                                   "); leave --replicas out");
+  if (replicas % workers != 0)
+    return Status::InvalidArgument("--workers " + std::to_string(workers) + " does not divide --replicas " +
+                                   std::to_string(replicas) + ": every worker holds the same number of replicas");
+  if (strategy == StrategyKind::kOneDevice && replicas != 1)
+    return Status::InvalidArgument("the one_device strategy has exactly one replica (got --replicas " +
+                                   std::to_string(replicas) + "); use mirrored for several");
+  if (workers > 1 && strategy != StrategyKind::kMultiWorkerMirrored && strategy != StrategyKind::kParameterServer)
+    return Status::InvalidArgument("--workers " + std::to_string(workers) + " needs the multi_worker_mirrored or "
+                                   "parameter_server strategy (" + std::string(StrategyName(strategy)) +
+                                   " runs on one worker)");
+  DTLAB_RETURN_IF_ERROR(LossCode::Validate());
+  for (const FaultSpec& fault : faults) {
+    // Both fields index the replicas (FaultInjector::BeginStep, the transport): in range or refused.
+    for (const auto& [field, value] : {std::pair<const char*, std::int32_t>{"replica", fault.replica},
+                                       std::pair<const char*, std::int32_t>{"to", fault.to}}) {
+      if (value < (std::string_view(field) == "to" ? -1 : 0) || value >= replicas)
+        return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": " + field + "=" + std::to_string(value) +
+                                       " names no replica; there are " + std::to_string(replicas) + " replicas, so " +
+                                       field + " must be from 0 to " + std::to_string(replicas - 1) +
+                                       " (or raise --replicas)");
+    }
+    if (fault.step < 1 || fault.phase < 0)
+      return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": step must be 1 or more and phase 0 or more");
+    if (strategy == StrategyKind::kParameterServer)
+      return Status::InvalidArgument("fault injection applies to synchronous strategies, not parameter_server");
+  }
+  if (!(collective_timeout_seconds > 0))
+    return Status::InvalidArgument("--collective-timeout must be positive (simulated seconds)");
+  return Status::Ok();
+}
+
+Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size)
+    : model_(model), config_(config), runner_(model, chunk_size), cpu_(std::make_unique<CpuCompute>(runner_)) {}
+
+StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& model, const ClusterConfig& config,
+                                                   std::string_view optimizer, const OptimizerOptions& options,
+                                                   const ParameterList<float>& initial, std::int64_t chunk_size,
+                                                   WorkerGroup* group) {
+  DTLAB_RETURN_IF_ERROR(config.Validate());
+  if (group != nullptr) {
+    if (config.workers != group->size())
+      return Status::InvalidArgument("--workers " + std::to_string(config.workers) + " but " +
+                                     std::to_string(group->size()) + " MPI ranks: each rank is one worker");
+    if (config.strategy != StrategyKind::kMultiWorkerMirrored)
+      return Status::InvalidArgument("a run on several MPI ranks needs --strategy multi_worker_mirrored (got " +
+                                     std::string(StrategyName(config.strategy)) + ")");
+    for (const FaultSpec& fault : config.faults)
+      if (fault.kind == FaultKind::kDrop || fault.kind == FaultKind::kCorrupt)
+        return Status::InvalidArgument("fault " + FaultSpecText(fault) +
+                                       ": dropped and corrupted messages are simulated in one process; under MPI the "
+                                       "messages are real (use die or straggler to stop or stall a rank)");
+  }
+  if (config.strategy == StrategyKind::kParameterServer)
+    return Status::InvalidArgument("the parameter_server strategy is asynchronous and is not run by Cluster");
+  DTLAB_RETURN_IF_ERROR(FaultInjector::CheckAgainstModel(config.faults, model));
+  std::unique_ptr<Cluster> cluster(new Cluster(model, config, chunk_size));
+  if (!config.faults.empty())
+    cluster->faults_ =
+        std::make_unique<FaultInjector>(config.faults, model, config.replicas, config.collective_timeout_seconds);
+  if (config.check_reference) cluster->reference_ = std::make_unique<ReferenceStep>(model, chunk_size);
+  const auto flat_size = static_cast<std::size_t>(model.num_parameter_values());
+  cluster->group_ = group;
+  const std::int32_t local = group != nullptr ? config.replicas / group->size() : config.replicas;
+  cluster->first_ = group != nullptr ? group->rank() * local : 0;
+  cluster->replicas_.resize(static_cast<std::size_t>(local));
+  cluster->accuracies_.resize(static_cast<std::size_t>(config.replicas));
+  for (auto& replica : cluster->replicas_) {
+    replica.params = initial;
+    replica.grads = model.ZeroParameters();
+    replica.flat.assign(flat_size, 0.0f);
+    if (config.math == MathMode::kExact) replica.words.assign(flat_size * kExactWords, 0);
+    DTLAB_ASSIGN_OR_RETURN(replica.optimizer, MakeOptimizer(optimizer, options));
+    replica.optimizer->Build(replica.params);
+  }
+  if (cluster->central()) {
+    cluster->host_params_ = initial;
+    DTLAB_ASSIGN_OR_RETURN(cluster->host_optimizer_, MakeOptimizer(optimizer, options));
+    cluster->host_optimizer_->Build(cluster->host_params_);
+  }
+  return cluster;
+}
+
+const ParameterList<float>& Cluster::variables() const { return central() ? host_params_ : replicas_[0].params; }
+
+bool Cluster::ReplicasInSync() const {
+  for (std::size_t r = 1; r < replicas_.size(); ++r)
+    for (std::size_t p = 0; p < replicas_[0].params.size(); ++p)
+      if (!(replicas_[r].params[p] == replicas_[0].params[p])) return false;
+  return true;
+}
+
+SparseCategoricalAccuracy Cluster::MergedAccuracy() const {
+  SparseCategoricalAccuracy merged;
+  for (const auto& accuracy : accuracies_) merged.Merge(accuracy);
+  return merged;
+}
+
+void Cluster::ResetMetrics() {
+  for (auto& accuracy : accuracies_) accuracy.ResetState();
+}
+
+void Cluster::ExportState(TrainingState& state) const {
+  state.params = variables();
+  const Optimizer& source = central() ? *host_optimizer_ : *replicas_[0].optimizer;
+  for (std::size_t s = 0; s < source.SlotNames().size(); ++s)
+    for (std::size_t p = 0; p < state.params.size(); ++p)
+      state.optimizer->slot(s, p) = source.slot(s, p);
+  state.optimizer->set_iterations(source.iterations());
+  const SparseCategoricalAccuracy merged = MergedAccuracy();
+  state.train_accuracy = merged;
+}
+
+void Cluster::ImportState(const TrainingState& state) {
+  auto load = [&](ParameterList<float>& params, Optimizer& optimizer) {
+    params = state.params;
+    for (std::size_t s = 0; s < optimizer.SlotNames().size(); ++s)
+      for (std::size_t p = 0; p < params.size(); ++p)
+        optimizer.slot(s, p) = state.optimizer->slot(s, p);
+    optimizer.set_iterations(state.optimizer->iterations());
+  };
+  for (auto& replica : replicas_) load(replica.params, *replica.optimizer);
+  for (auto& accuracy : accuracies_) accuracy.ResetState();
+  if (central()) load(host_params_, *host_optimizer_);
+  // The merged metric state lives on replica 0; summing states reads it back unchanged.
+  accuracies_[0] = state.train_accuracy;
+}
+
+StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
+                                        const std::vector<std::vector<std::int64_t>>& per_replica,
+                                        std::int64_t global_batch_size, float learning_rate, std::int64_t step,
+                                        ParameterList<float>* reduced_gradient) {
+  const std::int32_t n = config_.replicas;
+  if (static_cast<std::int32_t>(per_replica.size()) != n)
+    return Status::InvalidArgument("the distributed batch has " + std::to_string(per_replica.size()) +
+                                   " replica batches for " + std::to_string(n) + " replicas");
+  // The step's examples in replica order: replica r owns [offset[r], offset[r+1]).
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(n) + 1, 0), batch_sizes(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> indices;
+  for (std::int32_t r = 0; r < n; ++r) {
+    const auto& mine = per_replica[static_cast<std::size_t>(r)];
+    indices.insert(indices.end(), mine.begin(), mine.end());
+    batch_sizes[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(mine.size());
+    offsets[static_cast<std::size_t>(r) + 1] = static_cast<std::int64_t>(indices.size());
+  }
+  GatherBatch(data, indices, images_, labels_);
+  losses_.assign(indices.size(), 0.0f);
+  predictions_.assign(indices.size(), 0);
+  coefficients_.assign(indices.size(), 0.0f);
+
+  // Each example's coefficient, as the loss code says (sim/engines/loss_code.h).
+  std::vector<LossCode::LossScale> scales(static_cast<std::size_t>(n));
+  for (std::int32_t r = 0; r < n; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    scales[k] = config_.ReplicaCoefficients(batch_sizes[k], global_batch_size, n,
+                                            std::span(coefficients_).subspan(static_cast<std::size_t>(offsets[k]),
+                                                                             static_cast<std::size_t>(batch_sizes[k])));
+  }
+  DTLAB_RETURN_IF_ERROR(config_.CheckEmptyReplicas(batch_sizes, step));
+
+  StepResult result;
+  result.replica_losses.assign(static_cast<std::size_t>(n), 0.0f);
+  result.replica_batch_sizes = batch_sizes;
+  result.examples = static_cast<std::int64_t>(indices.size());
+  if (faults_ != nullptr) {
+    if (group_ != nullptr)
+      faults_->BeginRealStep(step, first_, first_ + static_cast<std::int32_t>(replicas_.size()), group_->rank());
+    else
+      DTLAB_RETURN_IF_ERROR(faults_->BeginStep(step, result.straggler_seconds));
+  }
+  DTLAB_ASSIGN_OR_RETURN(result.loss, config_.math == MathMode::kExact
+                                          ? ComputeAndReduce<std::int64_t>(offsets, batch_sizes, scales, step, result)
+                                          : ComputeAndReduce<float>(offsets, batch_sizes, scales, step, result));
+  // Every worker sees every example's loss and prediction (the metrics and the
+  // reference check read them).
+  DTLAB_RETURN_IF_ERROR(ShareSlices(losses_, offsets, "the per-example losses", step));
+  DTLAB_RETURN_IF_ERROR(ShareSlices(predictions_, offsets, "the predictions", step));
+  for (std::int32_t r = 0; r < n; ++r) {
+    const auto begin = static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]);
+    const auto count = static_cast<std::size_t>(batch_sizes[static_cast<std::size_t>(r)]);
+    accuracies_[static_cast<std::size_t>(r)].UpdateState(std::span(labels_).subspan(begin, count),
+                                                         std::span(predictions_).subspan(begin, count));
+  }
+
+  if (reduced_gradient) {
+    *reduced_gradient = model_.ZeroParameters();
+    UnpackParameters(replicas_[0].flat, *reduced_gradient);
+  }
+  if (reference_ != nullptr) {
+    ReferenceStep::Distributed distributed;
+    distributed.weights = &variables();
+    distributed.images = &images_;
+    distributed.labels = labels_;
+    distributed.per_example_loss = losses_;
+    distributed.batch_sizes = batch_sizes;
+    distributed.reduced_gradient = replicas_[0].flat;
+    distributed.reduced_loss = result.loss;
+    distributed.global_batch_size = global_batch_size;
+    distributed.step = step;
+    distributed.device_backend = compute_ != nullptr;
+    result.check = reference_->Check(config_, config_.math, distributed);
+  }
+  DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step));
+  return result;
+}
+
+template <typename Word>
+StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offsets,
+                                          const std::vector<std::int64_t>& batch_sizes,
+                                          const std::vector<LossCode::LossScale>& scales, std::int64_t step,
+                                          StepResult& result) {
+  constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
+  // A replica's loss: the float sum the loss code's formula gives, or exactly the sum
+  // of coefficient_i * loss_i (exact products), rounded once.
+  using LossSum = std::conditional_t<kExact, ExactSum, float>;
+  const std::int32_t n = config_.replicas;
+  const std::int32_t first = first_, end = first_ + static_cast<std::int32_t>(replicas_.size());
+
+  // The forward and backward passes of this process's replicas (all of them in a
+  // single-process run), with the injected faults around them.
+  ComputeBackend& base = compute_ != nullptr ? *compute_ : *cpu_;
+  const std::unique_ptr<ComputeBackend> faulty = faults_ != nullptr ? faults_->WrapCompute(base, first, step) : nullptr;
+  ComputeBackend& compute = faulty != nullptr ? *faulty : base;
+  std::vector<std::conditional_t<kExact, ExactSegment, BatchSegment>> segments;
+  for (std::int32_t r = first; r < end; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    Replica& replica = *Local(r);
+    if constexpr (kExact)
+      segments.push_back({&Weights(replica), offsets[k], batch_sizes[k], replica.words});
+    else
+      segments.push_back({&Weights(replica), offsets[k], batch_sizes[k], &replica.grads, nullptr});
+  }
+  if constexpr (kExact)
+    DTLAB_RETURN_IF_ERROR(compute.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments));
+  else
+    DTLAB_RETURN_IF_ERROR(compute.Run(images_, labels_, coefficients_, losses_, predictions_, segments));
+
+  // Per replica: its loss with its share of the regularization (the loss code's),
+  // the same share of the regularization gradient, and its gradient ready for the
+  // collective.
+  const RegularizationSplit split = config_.split();
+  std::vector<LossSum> sums(static_cast<std::size_t>(n));
+  tbb::parallel_for(first, end, [&](std::int32_t r) {
+    const auto k = static_cast<std::size_t>(r);
+    Replica& replica = *Local(r);
+    const ParameterList<float>& weights = Weights(replica);
+    const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
+    if constexpr (kExact) {
+      for (std::size_t i = begin; i < begin + count; ++i) sums[k].AddProduct(coefficients_[i], losses_[i]);
+    } else {
+      sums[k] = config_.ReplicaDataLoss(std::span(losses_).subspan(begin, count), scales[k]);
+    }
+    // DDP: every replica's loss holds the whole regularization and the MEAN divides
+    // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
+    if (const float scale = config_.RegularizationShare(1.0f, r, n, split); scale != 0.0f) {
+      const float share = config_.RegularizationShare(model_.RegularizationLoss(weights), r, n, split);
+      if constexpr (kExact) {
+        sums[k].Add(share);
+        AddRegularizationWords(model_, weights, scale, replica.words);
+      } else {
+        sums[k] += share;
+        model_.AddRegularizationGradient(weights, scale, replica.grads);
+      }
+    }
+    if constexpr (kExact) {
+      result.replica_losses[k] =
+          count == 0 && config_.empty_replica_nan() ? std::numeric_limits<float>::quiet_NaN() : sums[k].ToFloat();
+    } else {
+      result.replica_losses[k] = sums[k];
+      PackParameters(replica.grads, replica.flat);
+    }
+  });
+  DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
+
+  // strategy.reduce of the per-replica losses: in replica order, or the exact sum
+  // rounded once (a NaN replica loss stays NaN); DDP's MEAN then divides by N.
+  std::vector<std::int64_t> slices(static_cast<std::size_t>(n) + 1);
+  std::iota(slices.begin(), slices.end(), 0);
+  if constexpr (kExact) DTLAB_RETURN_IF_ERROR(ShareSlices(sums, slices, "the replicas' losses", step));
+  DTLAB_RETURN_IF_ERROR(ShareSlices(result.replica_losses, slices, "the replicas' losses", step));
+  float reduced_loss = 0.0f;
+  if constexpr (kExact) {
+    ExactSum total;
+    for (const ExactSum& l : sums) total.Merge(l);
+    reduced_loss = total.ToFloat();
+    for (const float l : result.replica_losses)
+      if (std::isnan(l)) reduced_loss = l;
+  } else {
+    for (const float l : result.replica_losses) reduced_loss += l;
+  }
+  const bool mean = config_.mean_across_replicas();
+  if (mean) reduced_loss /= static_cast<float>(n);
+
+  // The collective. Exact mode moves accumulator words: integer addition makes every
+  // algorithm and every grouping give the same words, which are then rounded once.
+  DTLAB_RETURN_IF_ERROR(ReduceAcrossReplicas<Word>(mean && !kExact ? ReduceOp::kMean : ReduceOp::kSum, step));
+  if constexpr (kExact) {
+    const auto holders = static_cast<std::int32_t>(central() ? 1 : replicas_.size());
+    tbb::parallel_for(0, holders, [&](std::int32_t r) {
+      Replica& replica = replicas_[static_cast<std::size_t>(r)];
+      RoundWords(replica.words, replica.flat);
+      if (mean)
+        for (float& g : replica.flat) g /= static_cast<float>(n);
+    });
+  }
+  return reduced_loss;
+}
+
+CollectiveOptions Cluster::Options(std::int64_t step) {
+  CollectiveOptions options;
+  options.algorithm = config_.all_reduce;
+  options.replicas_per_worker = config_.replicas_per_worker();
+  options.step = step;
+  options.log = &log_;
+  options.faults = faults_ != nullptr ? faults_->message_faults() : nullptr;
+  return options;
+}
+
+template <typename Word>
+Status Cluster::ReduceAcrossReplicas(ReduceOp op, std::int64_t step) {
+  std::vector<std::span<Word>> buffers;
+  for (auto& replica : replicas_) {
+    if constexpr (std::is_same_v<Word, float>)
+      buffers.emplace_back(replica.flat);
+    else
+      buffers.emplace_back(replica.words);
+  }
+  const CollectiveOptions options = Options(step);
+  if (group_ != nullptr)
+    DTLAB_RETURN_IF_ERROR(group_->AllReduce(buffers, config_.replicas, op, options));
+  else if (central())
+    Reduce<Word>(buffers, 0, op, options);
+  else
+    AllReduce<Word>(buffers, op, options);
+  const std::string name =
+      central() ? "reduce" : "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce));
+  return CollectiveStatus(name, step);
+}
+
+Status Cluster::CollectiveStatus(const std::string& collective, std::int64_t step) const {
+  return faults_ != nullptr ? faults_->CollectiveStatus(collective, step) : Status::Ok();
+}
+
+Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step) {
+  if (central()) {
+    // The host applies the reduced gradient to its copy, then broadcasts the variables.
+    ParameterList<float>& grads = replicas_[0].grads;
+    UnpackParameters(replicas_[0].flat, grads);
+    host_optimizer_->Apply(host_params_, grads, learning_rate);
+    PackParameters(host_params_, replicas_[0].flat);
+    std::vector<std::span<float>> buffers;
+    for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
+    CollectiveOptions options = Options(step);
+    options.algorithm = AllReduceAlgorithm::kRing;
+    Broadcast<float>(buffers, 0, options);
+    DTLAB_RETURN_IF_ERROR(CollectiveStatus("broadcast", step));
+    tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
+      Replica& replica = replicas_[k];
+      UnpackParameters(replica.flat, replica.params);
+    });
+  } else {
+    // Mirrored variables: every replica applies the same reduced gradient to its copy.
+    tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
+      Replica& replica = replicas_[k];
+      UnpackParameters(replica.flat, replica.grads);
+      replica.optimizer->Apply(replica.params, replica.grads, learning_rate);
+    });
+  }
+  if (const std::string bad = NonFiniteVariables(model_, variables()); !bad.empty())
+    return Status::Runtime("step " + std::to_string(step) + ": the optimizer update made " + bad +
+                           " non-finite although the reduced gradient was finite; try a smaller --lr");
+  return Status::Ok();
+}
+
+}  // namespace dtlab

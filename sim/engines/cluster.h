@@ -1,0 +1,202 @@
+// Cluster: N virtual replicas in one process, each with its own copy of the
+// variables, its optimizer and its metrics, stepping together as a tf.distribute
+// strategy does (strategy.run of the tutorial's train_step, then the cross-replica
+// reduction of gradients and losses).
+//
+// A step: every replica computes its per-example losses and gradients on its share
+// of the global batch (BatchRunner segments, run as oneTBB tasks), scales them as
+// the convention and denominator say, adds its scaled regularization gradient, and
+// then the replicas' gradient buffers go through a real collective (sim/comm/collectives.h):
+// an all-reduce for the mirrored strategies, or a reduce to the host copy followed by
+// a broadcast of the updated variables for CentralStorage. With check_reference, the
+// same step is also computed on one device over the whole global batch with the same
+// weights and compared variable by variable (sim/engines/reference_step.h). Injected faults
+// (sim/engines/fault_injector.h) wrap the compute and ride along with the transport.
+//
+// Thread safety: not thread-safe; one caller drives the cluster.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "core/loss.h"
+#include "core/metrics.h"
+#include "core/mnist.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "core/training_state.h"
+#include "sim/compute/batch_runner.h"
+#include "sim/comm/collectives.h"
+#include "sim/engines/fault_injector.h"
+#include "sim/comm/faults.h"
+#include "sim/engines/loss_code.h"
+#include "sim/comm/message_log.h"
+#include "sim/engines/reference_check.h"
+#include "sim/engines/reference_step.h"
+#include "sim/engines/strategy.h"
+#include "sim/engines/training_engine.h"
+#include "sim/comm/worker_group.h"
+
+namespace dtlab {
+
+class ComputeBackend;
+
+/// The cluster's shape and checks, and the loss code its replicas run (the LossCode
+/// base: convention, denominator, regularization, reduction, ...).
+struct ClusterConfig : LossCode {
+  StrategyKind strategy = StrategyKind::kOneDevice;
+  std::int32_t replicas = 1;  // num_replicas_in_sync (workers x replicas per worker)
+  std::int32_t workers = 1;
+  AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
+  bool check_reference = false;
+  MathMode math = MathMode::kFast;
+  // Fault injection (sim/comm/faults.h) and detection.
+  std::vector<FaultSpec> faults;
+  double collective_timeout_seconds = 60;  // how long a collective waits for a replica (simulated)
+
+  const LossCode& loss() const { return *this; }
+  using LossCode::split;
+  /// The regularization split in force: the one asked for, else exact mode's or fast mode's default.
+  RegularizationSplit split() const { return LossCode::split(math); }
+
+  std::int32_t replicas_per_worker() const { return workers > 0 ? replicas / workers : 0; }
+  /// InvalidArgument naming the option for N < 1, workers that do not divide N, a
+  /// strategy that does not take that many replicas or workers, and for a loss
+  /// reduction the chosen Keras refuses in custom loops (LossCode::Validate).
+  Status Validate() const;
+};
+
+/// What one synchronous step produced.
+struct StepResult {
+  float loss = 0;                     // strategy.reduce(SUM, per-replica losses) (MEAN for DDP)
+  std::vector<float> replica_losses;  // experimental_local_results of the per-replica losses
+  std::vector<std::int64_t> replica_batch_sizes;
+  std::int64_t examples = 0;
+  std::optional<StepCheck> check;     // with check_reference
+  std::vector<double> straggler_seconds;  // per replica: injected extra compute (simulated), if any
+};
+
+class Cluster final : public TrainingEngine {
+ public:
+  /// Builds N replicas holding copies of `initial` and each its own optimizer.
+  /// With a worker group (a multi-worker run on MPI, sim/comm/worker_group.h), this
+  /// process builds only its worker's N / W replicas and the group carries what
+  /// crosses workers; config.workers must then equal the group's size.
+  static StatusOr<std::unique_ptr<Cluster>> Create(const Sequential<float>& model, const ClusterConfig& config,
+                                                   std::string_view optimizer, const OptimizerOptions& options,
+                                                   const ParameterList<float>& initial, std::int64_t chunk_size,
+                                                   WorkerGroup* group = nullptr);
+
+  std::int32_t num_replicas_in_sync() const { return config_.replicas; }
+  const ClusterConfig& config() const { return config_; }
+
+  /// One training step. `per_replica[r]` lists replica r's examples of `data`
+  /// (possibly none); `global_batch_size` is the configured global batch. If
+  /// `reduced_gradient` is not null it receives the reduced gradient the update used.
+  StatusOr<StepResult> TrainStep(const ImageDataset& data, const std::vector<std::vector<std::int64_t>>& per_replica,
+                                 std::int64_t global_batch_size, float learning_rate, std::int64_t step,
+                                 ParameterList<float>* reduced_gradient = nullptr);
+
+  /// One epoch of TrainStep calls (sim/engines/training_engine.h; defined in cluster_epoch.cc).
+  StatusOr<EpochOutcome> TrainEpoch(const EpochRequest& request,
+                                    const std::function<Status(const EngineStep&)>& on_step) override;
+
+  /// The training accuracy read across replicas: the replicas' metric states summed.
+  SparseCategoricalAccuracy MergedAccuracy() const override;
+  void ResetMetrics() override;
+
+  /// The variables every replica computes with (replica 0's copy; the host copy for
+  /// CentralStorage).
+  const ParameterList<float>& variables() const override;
+  /// True when every replica's copy of the variables is bitwise equal.
+  bool ReplicasInSync() const;
+
+  /// Copies replica 0's (or the host's) variables, optimizer and the merged metric
+  /// state into `state`; ImportState loads them into every replica.
+  void ExportState(TrainingState& state) const override;
+  void ImportState(const TrainingState& state) override;
+
+  MessageLog& message_log() override { return log_; }
+
+  /// Computes the replicas' forward and backward passes with `backend` (not owned;
+  /// null: the CPU's BatchRunner). The one-device reference of --check-reference
+  /// stays on the CPU; in fast mode it is then the exact gradient (the backends'
+  /// per-example values are exact mode's), held against the float bound.
+  void set_compute_backend(ComputeBackend* backend) { compute_ = backend; }
+
+ private:
+  struct Replica {
+    ParameterList<float> params, grads;
+    std::unique_ptr<Optimizer> optimizer;
+    std::vector<float> flat;  // the gradient (or variables) packed for the collective
+    std::vector<std::int64_t> words;  // exact mode: the gradient as accumulator words
+  };
+  Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size);
+  bool central() const { return config_.strategy == StrategyKind::kCentralStorage; }
+  // This process's replica `r` (a global id), or null when another worker holds it.
+  Replica* Local(std::int32_t r) {
+    return r >= first_ && r < first_ + static_cast<std::int32_t>(replicas_.size())
+               ? &replicas_[static_cast<std::size_t>(r - first_)]
+               : nullptr;
+  }
+  // The variables a replica computes with: its own, or the host's for CentralStorage.
+  const ParameterList<float>& Weights(const Replica& replica) const {
+    return central() ? host_params_ : replica.params;
+  }
+  // With a worker group: makes `values` (one slice per replica, replica r's at
+  // [offsets[r], offsets[r+1])) whole on every worker from each worker's slices.
+  template <typename T>
+  Status ShareSlices(std::vector<T>& values, const std::vector<std::int64_t>& offsets, std::string_view what,
+                     std::int64_t step);
+  // The step's compute, loss code and gradient reduction: one pipeline over the two
+  // accumulator types. `Word` is float in fast mode (float gradients, SUM or MEAN
+  // all-reduced) and std::int64_t in exact mode (accumulator words, SUM all-reduced,
+  // rounded once). Leaves the reduced gradient in every replica's `flat` (replica 0's
+  // only for CentralStorage) and returns the reduced loss.
+  template <typename Word>
+  StatusOr<float> ComputeAndReduce(const std::vector<std::int64_t>& offsets,
+                                   const std::vector<std::int64_t>& batch_sizes,
+                                   const std::vector<LossCode::LossScale>& scales, std::int64_t step,
+                                   StepResult& result);
+  // The collective of the replicas' `Word` buffers: the worker group's all-reduce
+  // across MPI ranks, a reduce to replica 0 for CentralStorage, else an all-reduce.
+  template <typename Word>
+  Status ReduceAcrossReplicas(ReduceOp op, std::int64_t step);
+  CollectiveOptions Options(std::int64_t step);
+  // Runtime "COLLECTIVE at step K: what failed" after an injected fault broke a collective.
+  Status CollectiveStatus(const std::string& collective, std::int64_t step) const;
+  // Runtime naming the replica, the variables and the step if a replica's gradient
+  // holds a NaN or an infinity (before the collective spreads it to every replica).
+  Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets);
+  // The optimizer update with the reduced gradient (CentralStorage: on the host,
+  // then broadcast); Runtime if it made a variable non-finite.
+  Status ApplyUpdate(float learning_rate, std::int64_t step);
+
+  const Sequential<float>& model_;
+  ClusterConfig config_;
+  BatchRunner runner_;
+  std::unique_ptr<ComputeBackend> cpu_;  // runner_ as a compute backend
+  ComputeBackend* compute_ = nullptr;    // not owned; null: cpu_
+  std::unique_ptr<FaultInjector> faults_;     // with injected faults
+  std::unique_ptr<ReferenceStep> reference_;  // with check_reference
+  std::vector<Replica> replicas_;  // this process's replicas: global ids [first_, first_ + size)
+  std::int32_t first_ = 0;
+  WorkerGroup* group_ = nullptr;   // not owned; null in a single-process run
+  std::vector<SparseCategoricalAccuracy> accuracies_;  // every replica's, on every worker
+  ParameterList<float> host_params_;             // CentralStorage only
+  std::unique_ptr<Optimizer> host_optimizer_;    // CentralStorage only
+  MessageLog log_;
+  // Step buffers, reused.
+  Tensor<float> images_;
+  std::vector<std::int32_t> labels_, predictions_;
+  std::vector<float> coefficients_, losses_;
+};
+
+/// Copies parameters into one flat buffer (parameter order) and back.
+void PackParameters(const ParameterList<float>& params, std::span<float> flat);
+void UnpackParameters(std::span<const float> flat, ParameterList<float>& params);
+
+}  // namespace dtlab

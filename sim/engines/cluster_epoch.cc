@@ -1,0 +1,58 @@
+// Cluster as a TrainingEngine: one epoch of synchronous steps.
+#include <cmath>
+#include <string>
+
+#include "sim/engines/cluster.h"
+
+namespace dtlab {
+
+StatusOr<EpochOutcome> Cluster::TrainEpoch(const EpochRequest& request,
+                                           const std::function<Status(const EngineStep&)>& on_step) {
+  const EpochBatches& steps = *request.batches;
+  const auto steps_in_epoch = static_cast<std::int64_t>(steps.size());
+  EpochOutcome outcome;
+  outcome.steps = request.steps_before;
+  std::int64_t index = request.first_step;
+  for (; index < steps_in_epoch; ++index) {
+    if (request.max_steps >= 0 && outcome.steps >= request.max_steps) {
+      outcome.stopped = true;
+      break;
+    }
+    const std::int64_t step = outcome.steps + 1;
+    const bool capture = step == request.capture_step;
+    const ParameterList<float> weights_before = capture ? variables() : ParameterList<float>{};
+    ParameterList<float> reduced_gradient;
+    const auto& batch = steps[static_cast<std::size_t>(index)];
+    DTLAB_ASSIGN_OR_RETURN(StepResult result,
+                           TrainStep(*request.data, batch, request.global_batch, request.learning_rate, step,
+                                     capture || request.every_reduced_gradient ? &reduced_gradient : nullptr));
+    if (!std::isfinite(result.loss)) {
+      const std::string where =
+          " at step " + std::to_string(step) + " (epoch " + std::to_string(request.epoch + 1) + ")";
+      for (std::size_t r = 0; r < result.replica_losses.size(); ++r)
+        if (std::isnan(result.replica_losses[r]) && result.replica_batch_sizes[r] == 0)
+          return Status::Runtime("the loss became NaN" + where + LossCode::EmptyReplicaNanCause(r));
+      return Status::Runtime("the loss became " + std::string(std::isnan(result.loss) ? "NaN" : "infinite") + where +
+                             "; try a smaller --lr");
+    }
+    outcome.steps = step;
+    EngineStep report;
+    report.step = step;
+    report.loss = result.loss;
+    report.examples = result.examples;
+    report.shown_done = report.step_in_epoch = index + 1;
+    report.shown_total = steps_in_epoch;
+    report.result = &result;
+    report.batch = &batch;
+    if (capture) report.weights_before = &weights_before;
+    if (!reduced_gradient.empty()) report.reduced_gradient = &reduced_gradient;
+    DTLAB_RETURN_IF_ERROR(on_step(report));
+  }
+  outcome.step_in_epoch = index;
+  if ((!outcome.stopped || outcome.steps > request.steps_before) && !ReplicasInSync())
+    return Status::Runtime("the replicas' mirrored variables diverged by epoch " + std::to_string(request.epoch + 1) +
+                           "; this is a bug in dtlab, please report it");
+  return outcome;
+}
+
+}  // namespace dtlab

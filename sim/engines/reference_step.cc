@@ -1,0 +1,142 @@
+#include "sim/engines/reference_step.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace dtlab {
+namespace {
+
+double L2Norm(std::span<const float> values) {
+  double squares = 0;
+  for (const float v : values) squares += static_cast<double>(v) * v;
+  return std::sqrt(squares);
+}
+
+}  // namespace
+
+ReferenceStep::ReferenceStep(const Sequential<float>& model, std::int64_t chunk_size)
+    : model_(model), runner_(model, chunk_size) {}
+
+StepCheck ReferenceStep::Check(const LossCode& loss, MathMode math, const Distributed& step) {
+  StepCheck check = math == MathMode::kExact ? CheckExact(loss, math, step) : CheckFast(loss, step);
+  check.distributed_norm = L2Norm(step.reduced_gradient);
+  double squares = 0;
+  for (const auto& variable : grads_) squares += std::pow(L2Norm(variable.span()), 2);
+  check.reference_norm = std::sqrt(squares);
+  return check;
+}
+
+std::int64_t ReferenceStep::Prepare(const LossCode& loss, const Distributed& step) {
+  const auto total = static_cast<std::int64_t>(step.labels.size());
+  coefficients_.assign(step.labels.size(), 0.0f);
+  const std::int64_t denominator =
+      loss.ReplicaCoefficients(total, step.global_batch_size, 1, coefficients_).denominator;
+  losses_.assign(step.labels.size(), 0.0f);
+  predictions_.assign(step.labels.size(), 0);
+  return denominator;
+}
+
+StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step) {
+  // One device on the whole global batch, same weights, the same loss code with N = 1.
+  const ParameterList<float>& weights = *step.weights;
+  const auto total = static_cast<std::int64_t>(step.labels.size());
+  const std::int64_t denominator = Prepare(loss, step);
+  if (grads_.empty()) {
+    grads_ = model_.ZeroParameters();
+    magnitudes_ = model_.ZeroParameters();
+  }
+  const BatchSegment whole{&weights, 0, total, &grads_, &magnitudes_};
+  runner_.Run(*step.images, step.labels, coefficients_, losses_, predictions_, std::span(&whole, 1));
+  model_.AddRegularizationGradient(weights, 1.0f, grads_);
+  float reference_loss = ComputeAverageLoss<float>(losses_, {}, denominator) + model_.RegularizationLoss(weights);
+  if (step.device_backend) {
+    // A device backend sums over examples its own way (exact mode's per-example
+    // terms, the same per-example values as the CPU's): the reference is then their
+    // exact sum, rounded once, whose error is below any of the chains the bound
+    // already counts. The magnitudes stay the CPU's (the bound is widened by 1% for
+    // such differences).
+    reference_loss =
+        runner_.ExactGradient(weights, *step.images, step.labels, coefficients_, losses_, predictions_, words_, grads_);
+  }
+
+  StepCheck check;
+  check.step = step.step;
+  check.per_example_values_identical =
+      std::memcmp(losses_.data(), step.per_example_loss.data(), sizeof(float) * step.per_example_loss.size()) == 0;
+
+  // Chain lengths (see reference_check.h): every padded term, the chunk sums, the
+  // replica sums, and a few single operations (regularization, scaling).
+  const std::int64_t chunk = runner_.chunk_size();
+  auto padded = [&](std::int64_t b) { return (b + chunk - 1) / chunk * chunk; };
+  std::int64_t distributed_rows = 0, distributed_chunks = 0;
+  for (const std::int64_t b : step.batch_sizes) {
+    distributed_rows += padded(b);
+    distributed_chunks += (b + chunk - 1) / chunk;
+  }
+  const std::int64_t reference_rows = padded(total), reference_chunks = (total + chunk - 1) / chunk;
+  const auto n = static_cast<std::int64_t>(step.batch_sizes.size());
+
+  std::size_t offset = 0;
+  std::vector<float> magnitudes;
+  for (std::size_t p = 0; p < grads_.size(); ++p) {
+    const Tensor<float>& g = grads_[p];
+    const auto size = static_cast<std::size_t>(g.size());
+    const std::int64_t terms = model_.GradientTermsPerExample(p);
+    const double additions = static_cast<double>(distributed_rows * terms + distributed_chunks + n + 4 +
+                                                 reference_rows * terms + reference_chunks + 4);
+    magnitudes.assign(magnitudes_[p].data(), magnitudes_[p].data() + size);
+    if (model_.parameters()[p].spec.is_kernel)  // the regularization term 2*l2*|w|
+      for (std::size_t i = 0; i < size; ++i)
+        magnitudes[i] += static_cast<float>(2.0 * model_.l2()) * std::abs(weights[p][static_cast<std::int64_t>(i)]);
+    check.variables.push_back(CompareWithBound(model_.parameters()[p].name, step.reduced_gradient.subspan(offset, size),
+                                               std::span(g.data(), size), magnitudes, additions));
+    offset += size;
+  }
+  double loss_magnitude = std::abs(model_.RegularizationLoss(weights));
+  for (std::size_t i = 0; i < step.labels.size(); ++i)
+    loss_magnitude += std::abs(static_cast<double>(losses_[i]) * coefficients_[i]);
+  const float magnitude = static_cast<float>(loss_magnitude);
+  check.loss = CompareWithBound("loss", std::span(&step.reduced_loss, 1), std::span(&reference_loss, 1),
+                                std::span(&magnitude, 1), static_cast<double>(2 * (total + n + 8)));
+  check.Summarize();
+  // Name the classic causes when the gradients are off by the replica count.
+  if (!check.within_bound) {
+    double worst_scale = 1;
+    for (const auto& v : check.variables)
+      if (!v.within_bound && std::abs(v.scale - 1) > std::abs(worst_scale - 1)) worst_scale = v.scale;
+    const bool n_times = std::abs(worst_scale - static_cast<double>(n)) < 0.05 * static_cast<double>(n);
+    check.explanation += loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.l2() != 0.0);
+  }
+  return check;
+}
+
+StepCheck ReferenceStep::CheckExact(const LossCode& loss, MathMode math, const Distributed& step) {
+  // One device on the whole global batch, exact mode, the same loss code with N = 1.
+  Prepare(loss, step);
+  if (grads_.empty()) grads_ = model_.ZeroParameters();
+  const float reference_loss = runner_.ExactGradient(*step.weights, *step.images, step.labels, coefficients_, losses_,
+                                                     predictions_, words_, grads_);
+  std::vector<float> reference;
+  for (const auto& g : grads_) reference.insert(reference.end(), g.data(), g.data() + g.size());
+
+  StepCheck check;
+  check.step = step.step;
+  check.exact = true;
+  check.per_example_values_identical =
+      std::memcmp(losses_.data(), step.per_example_loss.data(), sizeof(float) * step.per_example_loss.size()) == 0;
+  std::size_t offset = 0;
+  for (std::size_t p = 0; p < model_.parameters().size(); ++p) {
+    const auto size = static_cast<std::size_t>(NumElements(model_.parameters()[p].spec.shape));
+    check.variables.push_back(CompareBitwise(model_.parameters()[p].name, step.reduced_gradient.subspan(offset, size),
+                                             std::span(reference).subspan(offset, size)));
+    offset += size;
+  }
+  check.loss = CompareBitwise("loss", std::span(&step.reduced_loss, 1), std::span(&reference_loss, 1));
+  check.Summarize();
+  if (!check.within_bound)
+    check.explanation += loss.ExactMismatchCause(static_cast<std::int32_t>(step.batch_sizes.size()), loss.split(math),
+                                                 model_.l2() != 0.0);
+  return check;
+}
+
+}  // namespace dtlab

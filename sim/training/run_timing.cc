@@ -1,0 +1,93 @@
+#include "sim/training/run_timing.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "sim/engines/cluster.h"
+#include "sim/timing/trace.h"
+
+namespace dtlab {
+
+StatusOr<RunTiming> RunTiming::Create(const TrainConfig& config, double flops_per_example) {
+  DTLAB_ASSIGN_OR_RETURN(Topology topology, Topology::Create(config.topology, config.cluster.replicas, config.link));
+  return RunTiming(config, flops_per_example, std::move(topology));
+}
+
+RunTiming::RunTiming(const TrainConfig& config, double flops_per_example, Topology topology)
+    : config_(&config),
+      asynchronous_(config.cluster.strategy == StrategyKind::kParameterServer),
+      flops_per_example_(flops_per_example),
+      topology_(std::move(topology)),
+      timeline_(config.cluster.replicas) {}
+
+Status RunTiming::AddStep(const EngineStep& step, MessageLog& log, StepRecord& record) {
+  const bool tracing = !config_->trace_path.empty();
+  if (asynchronous_) {
+    const ParameterServerUpdate& update = *step.update;
+    staleness_.push_back(update.staleness);
+    asynchronous_seconds_ = update.finish_seconds;
+    if (tracing && update.update <= config_->trace_steps * config_->cluster.workers) traced_updates_.push_back(update);
+    return Status::Ok();
+  }
+  // Simulated time: every replica computes its share, then the step's collectives.
+  const StepResult& result = *step.result;
+  const bool traced = tracing && step.step - 1 < config_->trace_steps;
+  if (traced) traced_compute_.emplace_back();
+  for (std::int32_t r = 0; r < config_->cluster.replicas; ++r) {
+    double seconds = EstimateCompute(
+        flops_per_example_ * static_cast<double>(result.replica_batch_sizes[static_cast<std::size_t>(r)]),
+        config_->device_flops_per_second);
+    if (!result.straggler_seconds.empty()) seconds += result.straggler_seconds[static_cast<std::size_t>(r)];
+    DTLAB_RETURN_IF_ERROR(timeline_.AddCompute(step.step, r, seconds));
+    if (traced) traced_compute_.back().push_back(seconds);
+    record.compute_seconds.push_back(seconds);
+  }
+  for (const CollectiveRecord& collective : log.collectives()) {
+    DTLAB_ASSIGN_OR_RETURN(CollectiveCost cost, EstimateCollective(collective, topology_));
+    timeline_.AddCollective(cost);
+    for (const Message& m : collective.messages) collective_bytes_ += m.bytes;
+    if (traced) traced_collectives_.push_back(collective);
+    record.collectives.push_back(std::move(cost));
+  }
+  log.Clear();
+  return Status::Ok();
+}
+
+void RunTiming::AddEpoch(MessageLog& log) {
+  if (!asynchronous_) return;  // a synchronous step's collectives were counted with it
+  collective_bytes_ += log.TotalBytes();
+  log.Clear();
+}
+
+Status RunTiming::Finish(TrainReport& report) const {
+  report.collective_bytes = collective_bytes_;
+  report.staleness = staleness_;
+  report.simulated_seconds = asynchronous_ ? asynchronous_seconds_ : timeline_.total_seconds();
+  report.simulated_collective_seconds = asynchronous_ ? 0.0 : timeline_.collective_seconds();
+  if (config_->trace_path.empty()) return Status::Ok();
+  TraceWriter writer;
+  if (asynchronous_) {
+    // One track per worker: each update's span from pull to push, named with its staleness.
+    for (const ParameterServerUpdate& u : traced_updates_)
+      writer.AddSpan(u.worker,
+                     "update " + std::to_string(u.update) + " (staleness " + std::to_string(u.staleness) + ")", "compute", u.start_seconds, u.finish_seconds - u.start_seconds,
+                     {{"staleness", u.staleness}, {"examples", u.examples}});
+    return writer.WriteFile(config_->trace_path);
+  }
+  // The trace shows the first steps: their compute and every phase and message.
+  SimulatedTimeline trace_timeline(config_->cluster.replicas);
+  for (std::size_t step = 0; step < traced_compute_.size(); ++step)
+    for (std::int32_t r = 0; r < config_->cluster.replicas; ++r)
+      DTLAB_RETURN_IF_ERROR(trace_timeline.AddCompute(
+          static_cast<std::int64_t>(step) + 1 + std::max<std::int64_t>(report.resumed_from_step, 0), r,
+          traced_compute_[step][static_cast<std::size_t>(r)]));
+  for (const CollectiveRecord& record : traced_collectives_) {
+    DTLAB_ASSIGN_OR_RETURN(CollectiveCost cost, EstimateCollective(record, topology_));
+    trace_timeline.AddCollective(cost);
+  }
+  DTLAB_RETURN_IF_ERROR(AddTimelineToTrace(trace_timeline, traced_collectives_, writer));
+  return writer.WriteFile(config_->trace_path);
+}
+
+}  // namespace dtlab
