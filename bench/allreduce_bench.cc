@@ -110,7 +110,8 @@ void BM_ExactAllReduce(benchmark::State& state, AllReduceAlgorithm algorithm) {
     if (calls_left-- == 0) {
       state.PauseTiming();
       for (std::int32_t r = 0; r < n; ++r)
-        for (std::int64_t i = 0; i < count; ++i) buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = 1 + (i + r) % 8;
+        for (std::int64_t i = 0; i < count; ++i)
+          buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = 1 + (i + r) % 8;
       calls_left = calls_before_refill - 1;
       state.ResumeTiming();
     }
@@ -129,7 +130,8 @@ void BM_ExactGradientAllReduce(benchmark::State& state) {
   const std::int32_t n = static_cast<std::int32_t>(state.range(1));
   const std::int64_t count = bytes / static_cast<std::int64_t>(sizeof(float));
   std::vector<std::vector<std::int64_t>> storage(static_cast<std::size_t>(n));
-  std::vector<std::vector<float>> gradients(static_cast<std::size_t>(n), std::vector<float>(static_cast<std::size_t>(count)));
+  std::vector<std::vector<float>> gradients(static_cast<std::size_t>(n),
+                                            std::vector<float>(static_cast<std::size_t>(count)));
   std::vector<std::span<std::int64_t>> buffers;
   for (auto& words : storage) {
     words.assign(static_cast<std::size_t>(count * kExactWords), 0);

@@ -46,9 +46,9 @@ double TimeAllReduce(std::vector<float>& buffer, int iterations) {
   CheckMpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   const double start = MPI_Wtime();
   for (int i = 0; i < iterations; ++i)
-    CheckMpi(MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM,
-                           MPI_COMM_WORLD),
-             "MPI_Allreduce");
+    CheckMpi(
+        MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+        "MPI_Allreduce");
   CheckMpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   return (MPI_Wtime() - start) / iterations;
 }

@@ -34,7 +34,8 @@ void BM_TrainStep(benchmark::State& state, const char* model_name) {
     benchmark::DoNotOptimize(grads[0].data());
   }
   state.SetItemsProcessed(state.iterations() * batch);
-  state.counters["images_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["images_per_s"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Args: batch, threads, chunk size (examples per task).

@@ -17,13 +17,12 @@ int CheckCommand(const std::vector<std::string>& args) {
   CheckOptions options;
   std::string property;
   po::options_description visible("Options");
-  visible.add_options()
-      ("trials", po::value(&options.trials)->default_value(options.trials), "random cases per property")
-      ("seed", po::value(&options.seed), "RapidCheck seed (default: random; printed, so a failure can be replayed)")
-      ("max-replicas", po::value(&options.max_replicas)->default_value(options.max_replicas),
-       "largest replica count drawn (1 to 1024)")
-      ("list", "list the built-in properties and exit")
-      ("json", "print one JSON summary on stdout");
+  visible.add_options()("trials", po::value(&options.trials)->default_value(options.trials),
+                        "random cases per property")(
+      "seed", po::value(&options.seed), "RapidCheck seed (default: random; printed, so a failure can be replayed)")(
+      "max-replicas", po::value(&options.max_replicas)->default_value(options.max_replicas),
+      "largest replica count drawn (1 to 1024)")("list", "list the built-in properties and exit")(
+      "json", "print one JSON summary on stdout");
   po::options_description hidden;
   hidden.add_options()("property", po::value(&property));
   po::positional_options_description positional;
@@ -31,14 +30,15 @@ int CheckCommand(const std::vector<std::string>& args) {
   po::variables_map values;
   std::string names;
   for (const auto& p : BuiltinProperties()) names += "  " + p.name + ": " + p.description + "\n";
-  const int parsed = ParseOptions(
-      "check", "[PROPERTY] [options]",
-      "Runs RapidCheck properties of loss scaling over random clusters (replicas, workers), global\n"
-      "batches (short and empty replicas), rebatch rules, sample weights, per-pixel losses and\n"
-      "regularization. A correct property must pass; a pitfall property must fail, and its shrunk\n"
-      "counterexample is printed in words. Exit 0 when every property behaves as expected, 1 if\n"
-      "not. Without PROPERTY, runs them all.\n\nProperties:\n" + names.substr(0, names.size() - 1),
-      visible, args, values, &positional, &hidden);
+  const int parsed =
+      ParseOptions("check", "[PROPERTY] [options]",
+                   "Runs RapidCheck properties of loss scaling over random clusters (replicas, workers), global\n"
+                   "batches (short and empty replicas), rebatch rules, sample weights, per-pixel losses and\n"
+                   "regularization. A correct property must pass; a pitfall property must fail, and its shrunk\n"
+                   "counterexample is printed in words. Exit 0 when every property behaves as expected, 1 if\n"
+                   "not. Without PROPERTY, runs them all.\n\nProperties:\n" +
+                       names.substr(0, names.size() - 1),
+                   visible, args, values, &positional, &hidden);
   if (parsed >= 0) return parsed;
   if (values.count("list")) {
     if (values.count("json")) {
@@ -61,8 +61,8 @@ int CheckCommand(const std::vector<std::string>& args) {
   for (const auto& p : BuiltinProperties())
     if (property.empty() || p.name == property) chosen.push_back(&p);
   if (chosen.empty())
-    return ReportError("check", Status::InvalidArgument("unknown property '" + property +
-                                                        "'; the properties are:\n" + names));
+    return ReportError("check",
+                       Status::InvalidArgument("unknown property '" + property + "'; the properties are:\n" + names));
 
   const bool json = values.count("json") > 0;
   std::FILE* human = json ? stderr : stdout;
@@ -85,13 +85,13 @@ int CheckCommand(const std::vector<std::string>& args) {
     else if (r.passed)
       verdict = "NOT CAUGHT: the pitfall passed " + std::to_string(r.trials) + " cases";
     else
-      verdict = "FAIL after " + std::to_string(r.trials) + " passing cases; minimal counterexample:\n    " +
-                r.counterexample;
+      verdict =
+          "FAIL after " + std::to_string(r.trials) + " passing cases; minimal counterexample:\n    " + r.counterexample;
     std::fprintf(human, "%-24s %s  [%.1f s]\n", p->name.c_str(), verdict.c_str(), seconds);
     std::fflush(human);
-    nlohmann::json entry = {{"name", p->name},     {"expect", p->expect_pass ? "pass" : "fail"},
-                            {"passed", r.passed},  {"as_expected", as_expected},
-                            {"cases", r.trials},   {"seconds", seconds}};
+    nlohmann::json entry = {{"name", p->name},    {"expect", p->expect_pass ? "pass" : "fail"},
+                            {"passed", r.passed}, {"as_expected", as_expected},
+                            {"cases", r.trials},  {"seconds", seconds}};
     if (!r.counterexample.empty()) entry["counterexample"] = r.counterexample;
     if (!r.error.empty()) entry["error"] = r.error;
     out["properties"].push_back(std::move(entry));

@@ -76,29 +76,31 @@ int ClusterCommand(const std::vector<std::string>& args) {
   std::string text;
   int world_size = 0, rank = 0;
   po::options_description options("Options");
-  options.add_options()
-      ("tf-config", po::value(&text), "the TF_CONFIG JSON to read (default: the TF_CONFIG environment variable)")
-      ("world-size", po::value(&world_size), "check against a world of this many processes (with --rank)")
-      ("rank", po::value(&rank), "this process's rank in that world, 0 to world size - 1 (with --world-size)")
-      ("json", "print a JSON summary on stdout instead of the table");
+  options.add_options()("tf-config", po::value(&text),
+                        "the TF_CONFIG JSON to read (default: the TF_CONFIG environment variable)")(
+      "world-size", po::value(&world_size), "check against a world of this many processes (with --rank)")(
+      "rank", po::value(&rank), "this process's rank in that world, 0 to world size - 1 (with --world-size)")(
+      "json", "print a JSON summary on stdout instead of the table");
   po::variables_map values;
   const int parsed = ParseOptions("cluster", "[--tf-config JSON] [--world-size N --rank R] [--json]", kDescription,
                                   options, args, values);
   if (parsed >= 0) return parsed;
   if (values.count("world-size") != values.count("rank")) {
-    std::fputs("dtlab cluster: --world-size and --rank go together: give both (e.g. --world-size 4 --rank 0), or "
-               "neither\n",
-               stderr);
+    std::fputs(
+        "dtlab cluster: --world-size and --rank go together: give both (e.g. --world-size 4 --rank 0), or "
+        "neither\n",
+        stderr);
     return 2;
   }
   if (!values.count("tf-config")) {
     const char* env = std::getenv("TF_CONFIG");
     if (env == nullptr) {
-      std::fputs("dtlab cluster: TF_CONFIG is not set. Set it to the cluster's JSON, e.g.\n"
-                 "  export TF_CONFIG='{\"cluster\": {\"worker\": [\"host1:2222\", \"host2:2222\"]}, "
-                 "\"task\": {\"type\": \"worker\", \"index\": 0}}'\n"
-                 "or pass it as --tf-config JSON. See 'dtlab cluster --help'.\n",
-                 stderr);
+      std::fputs(
+          "dtlab cluster: TF_CONFIG is not set. Set it to the cluster's JSON, e.g.\n"
+          "  export TF_CONFIG='{\"cluster\": {\"worker\": [\"host1:2222\", \"host2:2222\"]}, "
+          "\"task\": {\"type\": \"worker\", \"index\": 0}}'\n"
+          "or pass it as --tf-config JSON. See 'dtlab cluster --help'.\n",
+          stderr);
       return 2;
     }
     text = env;

@@ -18,12 +18,12 @@ int EvalCommand(const std::vector<std::string>& args) {
   std::int64_t batch = 0;
   int threads = 0;
   po::options_description options("Options");
-  options.add_options()
-      ("checkpoint-dir", po::value(&checkpoint_dir)->required(), "directory written by 'dtlab train --checkpoint-dir'")
-      ("dataset", po::value(&dataset), "fashion-mnist, mnist or a directory (default: the one the run trained on)")
-      ("batch", po::value(&batch)->default_value(0), "evaluation batch size (default: the run's batch)")
-      ("threads", po::value(&threads)->default_value(0), "worker threads, 0 for all cores")
-      ("json", "print one JSON summary on stdout");
+  options.add_options()("checkpoint-dir", po::value(&checkpoint_dir)->required(),
+                        "directory written by 'dtlab train --checkpoint-dir'")(
+      "dataset", po::value(&dataset), "fashion-mnist, mnist or a directory (default: the one the run trained on)")(
+      "batch", po::value(&batch)->default_value(0), "evaluation batch size (default: the run's batch)")(
+      "threads", po::value(&threads)->default_value(0), "worker threads, 0 for all cores")(
+      "json", "print one JSON summary on stdout");
   po::variables_map values;
   const int parsed = ParseOptions("eval", "--checkpoint-dir DIR [options]",
                                   "Restores the latest checkpoint in DIR and reports the test loss and accuracy.",
@@ -45,9 +45,12 @@ int EvalCommand(const std::vector<std::string>& args) {
   auto report = EvaluateCheckpoint(checkpoint_dir, *data, batch);
   if (!report.ok()) return ReportError("eval", report.status());
   if (values.count("json")) {
-    PrintJson({{"checkpoint", report->checkpoint},       {"model", report->model},
-               {"step", report->step},                   {"test_loss", report->test_loss},
-               {"test_accuracy", report->test_accuracy}, {"examples", report->examples}});
+    PrintJson({{"checkpoint", report->checkpoint},
+               {"model", report->model},
+               {"step", report->step},
+               {"test_loss", report->test_loss},
+               {"test_accuracy", report->test_accuracy},
+               {"examples", report->examples}});
   } else {
     std::printf("Checkpoint %s (%s, step %lld)\nTest Loss: %.4f, Test Accuracy: %.2f  (%lld examples)\n",
                 report->checkpoint.c_str(), report->model.c_str(), static_cast<long long>(report->step),

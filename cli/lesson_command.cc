@@ -52,29 +52,29 @@ int LessonCommand(const std::vector<std::string>& args) {
   std::string name, html, lessons_dir = LessonsDirectory();
   int width = 0;
   po::options_description options("Options");
-  options.add_options()
-      ("lesson", po::value(&name), "the lesson to play (a name from the list, or a lesson file)")
-      ("no-interactive", "play straight through without asking for predictions (projectors, tests)")
-      ("html", po::value(&html), "also write the lesson as a self-contained HTML handout with its plots")
-      ("lessons-dir", po::value(&lessons_dir)->default_value(lessons_dir), "where the lesson files are")
-      ("width", po::value(&width)->default_value(0), "wrap text at this many columns (0: the terminal's, or 80)");
+  options.add_options()("lesson", po::value(&name), "the lesson to play (a name from the list, or a lesson file)")(
+      "no-interactive", "play straight through without asking for predictions (projectors, tests)")(
+      "html", po::value(&html), "also write the lesson as a self-contained HTML handout with its plots")(
+      "lessons-dir", po::value(&lessons_dir)->default_value(lessons_dir), "where the lesson files are")(
+      "width", po::value(&width)->default_value(0), "wrap text at this many columns (0: the terminal's, or 80)");
   AddRunFlag(options, *FindRunOptionByFlag("threads"));  // as dtlab train's
   po::positional_options_description positional;
   positional.add("lesson", 1);
   po::variables_map values;
-  const int parsed = ParseOptions(
-      "lesson", "[NAME] [options]",
-      "Without NAME, lists the lessons. With NAME, plays the lesson: its narrative, then each run with\n"
-      "its real numbers. On a terminal it first asks you to predict a number, then reveals it.\n"
-      "Lessons are Markdown files an instructor can edit (format: lessons/README.md).",
-      options, args, values, &positional);
+  const int parsed =
+      ParseOptions("lesson", "[NAME] [options]",
+                   "Without NAME, lists the lessons. With NAME, plays the lesson: its narrative, then each run with\n"
+                   "its real numbers. On a terminal it first asks you to predict a number, then reveals it.\n"
+                   "Lessons are Markdown files an instructor can edit (format: lessons/README.md).",
+                   options, args, values, &positional);
   if (parsed >= 0) return parsed;
   if (!ApplyThreadCount(values["threads"].as<int>())) return 2;
   if (name.empty()) {
     auto lessons = LoadLessonDirectory(lessons_dir);
     if (!lessons.ok()) return ReportError("lesson", lessons.status());
     std::printf("Lessons (dtlab lesson NAME):\n");
-    for (const auto& l : *lessons) std::printf("  %-28s %s\n      %s\n", l.name.c_str(), l.title.c_str(), l.summary.c_str());
+    for (const auto& l : *lessons)
+      std::printf("  %-28s %s\n      %s\n", l.name.c_str(), l.title.c_str(), l.summary.c_str());
     return 0;
   }
   auto lesson = FindLesson(lessons_dir, name);

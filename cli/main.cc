@@ -76,8 +76,10 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     // A run refuses up front what cannot fit (sim/training/memory_estimate.h); an
     // allocation that still fails is a runtime fault with a message.
-    std::fputs("dtlab: out of memory (std::bad_alloc): the run needs more memory than this machine gives it; use "
-               "fewer --replicas or a smaller batch (docs/reliability.md, \"Memory\")\n", stderr);
+    std::fputs(
+        "dtlab: out of memory (std::bad_alloc): the run needs more memory than this machine gives it; use "
+        "fewer --replicas or a smaller batch (docs/reliability.md, \"Memory\")\n",
+        stderr);
     return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtlab: internal error: %s; this is a bug in dtlab, please report it\n",

@@ -45,9 +45,7 @@ bool LaunchedByMpi() {
          std::getenv("PMI_SIZE") != nullptr;
 }
 
-int LauncherRank() {
-  return EnvInt("OMPI_COMM_WORLD_RANK", EnvInt("PMIX_RANK", EnvInt("PMI_RANK", 0)));
-}
+int LauncherRank() { return EnvInt("OMPI_COMM_WORLD_RANK", EnvInt("PMIX_RANK", EnvInt("PMI_RANK", 0))); }
 
 int LauncherLocalSize() { return EnvInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1); }
 

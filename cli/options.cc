@@ -101,9 +101,12 @@ StatusOr<bool> ParseCommandLine(const std::string& command, const po::options_de
     for (const auto& [name, value] : values) {
       const std::type_info& type = value.value().type();
       double number = 0;
-      if (type == typeid(double)) number = value.as<double>();
-      else if (type == typeid(float)) number = value.as<float>();
-      else continue;
+      if (type == typeid(double))
+        number = value.as<double>();
+      else if (type == typeid(float))
+        number = value.as<float>();
+      else
+        continue;
       if (Status finite = CheckFinite(number, "--" + name); !finite.ok()) return finite;
     }
     po::notify(values);
@@ -117,7 +120,8 @@ StatusOr<bool> ParseCommandLine(const std::string& command, const po::options_de
       for (const auto& option : all.options())
         if (!given.empty() && option->long_name().starts_with(given)) meant.push_back("--" + option->long_name());
       const std::string hint = meant.empty() ? "" : "did you mean " + JoinText(meant, " or ") + "? ";
-      return Status::InvalidArgument(message + " (" + hint + "options are spelled in full; abbreviations are not accepted)");
+      return Status::InvalidArgument(message + " (" + hint +
+                                     "options are spelled in full; abbreviations are not accepted)");
     }
     return Status::InvalidArgument(message);
   } catch (const po::error& e) {
@@ -150,7 +154,8 @@ int ParseOptions(const std::string& command, const std::string& synopsis, const 
     return 2;
   }
   if (*parsed) {
-    std::cout << "Usage: dtlab " << command << " " << synopsis << "\n\n" << description << "\n\n"
+    std::cout << "Usage: dtlab " << command << " " << synopsis << "\n\n"
+              << description << "\n\n"
               << WithHelp(options) << "\n"
               << "Options are spelled in full (no abbreviations); an argument that is not an option or one of\n"
                  "the synopsis' positional arguments is refused (exit 2).\n";
@@ -178,7 +183,8 @@ bool ApplyThreadCount(int threads) {
   }
   // Results never depend on this number (see sim/compute/batch_runner.h); it only sets speed.
   static std::unique_ptr<tbb::global_control> control;
-  const std::size_t n = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
+  const std::size_t n =
+      threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
   control = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);
   return true;
 }

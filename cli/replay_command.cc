@@ -72,16 +72,17 @@ void PrintReplay(const ReplayResult& r) {
           verdict = "DIFFERS:";
           if (s.reference_loss != s.device_loss) verdict += " loss";
           if (s.reference_gradient != s.device_gradient)
-            verdict += s.first_differing_variable.empty() ? " gradient" : " gradient (" + s.first_differing_variable + ")";
+            verdict +=
+                s.first_differing_variable.empty() ? " gradient" : " gradient (" + s.first_differing_variable + ")";
           if (s.reference_weights != s.device_weights) verdict += " weights";
         }
         std::printf("%-16s %5lld  %-15.8e %-16s %-16s %s\n", run.name.c_str(), static_cast<long long>(s.step),
                     static_cast<double>(s.device_loss), Hex16(s.device_gradient).c_str(),
                     Hex16(s.device_weights).c_str(), verdict.c_str());
       } else {
-        const char* verdict = s.within_bound ? (s.passed ? "within bound" : "within bound, NOT AS ON THE CPU")
-                                             : (s.passed ? "outside the bound, as on the CPU (the pitfall)"
-                                                         : "OUTSIDE BOUND");
+        const char* verdict = s.within_bound
+                                  ? (s.passed ? "within bound" : "within bound, NOT AS ON THE CPU")
+                                  : (s.passed ? "outside the bound, as on the CPU (the pitfall)" : "OUTSIDE BOUND");
         std::printf("%-16s %5lld  %-15.8e %12.2e  %s\n", run.name.c_str(), static_cast<long long>(s.step),
                     static_cast<double>(s.device_loss), s.bound_fraction, verdict);
       }
@@ -104,8 +105,9 @@ void PrintReplay(const ReplayResult& r) {
   }
   std::printf("\n%s: %lld steps compared, %lld differ%s\n", r.passed ? "PASS" : "FAIL",
               static_cast<long long>(r.steps_compared), static_cast<long long>(r.steps_failed),
-              r.passed ? (exact ? "; every step is bitwise equal to the reference" : "; every step has the CPU's verdict")
-                       : "");
+              r.passed
+                  ? (exact ? "; every step is bitwise equal to the reference" : "; every step has the CPU's verdict")
+                  : "");
 }
 
 }  // namespace
@@ -114,19 +116,18 @@ int ReplayCommand(const std::vector<std::string>& args) {
   std::string file, backend = "cuda", devices_text, math = "exact";
   ReplayOptions replay;
   po::options_description options("Options");
-  options.add_options()
-      ("scenario", po::value(&file), "a built-in scenario name (dtlab list) or a scenario file")
-      ("backend", po::value(&backend)->default_value("cuda"), "cuda, emulated or cpu")
-      ("devices", po::value(&devices_text), "GPUs to use, e.g. 0,1 (default: 0); one replica per GPU with NCCL")
-      ("streams", po::value(&replay.streams)->default_value(0),
-       "CUDA streams per GPU, or the emulated device's lanes (0: one per replica)")
-      ("math", po::value(&math)->default_value("exact"), "exact (bitwise verdicts) or fast (within the float bound)")
-      ("steps", po::value(&replay.max_steps)->default_value(-1), "stop each run after this many steps (default: all)")
-      ("set", po::value(&replay.sets)->composing(),
-       "change the scenario: KEY=VALUE as in the file, e.g. cluster.replicas=1 (repeatable; as dtlab run --set)")
-      ("record", po::value(&replay.record), "store the CPU run's per-step digests in this file (exact mode)")
-      ("against", po::value(&replay.against), "compare with the digests of this record instead of a CPU run")
-      ("json", "print the result as JSON");
+  options.add_options()("scenario", po::value(&file), "a built-in scenario name (dtlab list) or a scenario file")(
+      "backend", po::value(&backend)->default_value("cuda"), "cuda, emulated or cpu")(
+      "devices", po::value(&devices_text), "GPUs to use, e.g. 0,1 (default: 0); one replica per GPU with NCCL")(
+      "streams", po::value(&replay.streams)->default_value(0),
+      "CUDA streams per GPU, or the emulated device's lanes (0: one per replica)")(
+      "math", po::value(&math)->default_value("exact"), "exact (bitwise verdicts) or fast (within the float bound)")(
+      "steps", po::value(&replay.max_steps)->default_value(-1), "stop each run after this many steps (default: all)")(
+      "set", po::value(&replay.sets)->composing(),
+      "change the scenario: KEY=VALUE as in the file, e.g. cluster.replicas=1 (repeatable; as dtlab run --set)")(
+      "record", po::value(&replay.record), "store the CPU run's per-step digests in this file (exact mode)")(
+      "against", po::value(&replay.against), "compare with the digests of this record instead of a CPU run")(
+      "json", "print the result as JSON");
   AddRunFlag(options, *FindRunOptionByFlag("threads"));  // as dtlab train's
   options.add_options()("no-progress", "never draw the progress line");
   po::positional_options_description positional;
@@ -173,24 +174,25 @@ int DevicesCommand(const std::vector<std::string>& args) {
   po::options_description options("Options");
   options.add_options()("json", "print the inventory as JSON");
   po::variables_map values;
-  const int parsed = ParseOptions(
-      "devices", "[options]",
-      "Lists the CUDA GPUs dtlab replay can use: name, memory, compute capability, the CUDA runtime,\n"
-      "driver and NCCL versions, and which GPUs can read each other's memory directly (peer to peer).\n"
-      "Exit 0, also when there is no GPU (the output says why); docs/gpu.md.",
-      options, args, values);
+  const int parsed =
+      ParseOptions("devices", "[options]",
+                   "Lists the CUDA GPUs dtlab replay can use: name, memory, compute capability, the CUDA runtime,\n"
+                   "driver and NCCL versions, and which GPUs can read each other's memory directly (peer to peer).\n"
+                   "Exit 0, also when there is no GPU (the output says why); docs/gpu.md.",
+                   options, args, values);
   if (parsed >= 0) return parsed;
   const CudaInventory inventory = QueryCudaDevices();
   if (values.count("json")) {
     nlohmann::json devices = nlohmann::json::array();
     for (const CudaDeviceInfo& d : inventory.devices)
-      devices.push_back({{"index", d.index},
-                         {"name", d.name},
-                         {"pci_bus_id", d.pci_bus_id},
-                         {"total_memory_bytes", d.total_memory},
-                         {"free_memory_bytes", d.free_memory},
-                         {"compute_capability", std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
-                         {"multiprocessors", d.multiprocessors}});
+      devices.push_back(
+          {{"index", d.index},
+           {"name", d.name},
+           {"pci_bus_id", d.pci_bus_id},
+           {"total_memory_bytes", d.total_memory},
+           {"free_memory_bytes", d.free_memory},
+           {"compute_capability", std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
+           {"multiprocessors", d.multiprocessors}});
     nlohmann::json out = {{"built_with_cuda", inventory.built_with_cuda},
                           {"cuda_runtime", inventory.runtime_version},
                           {"cuda_driver", inventory.driver_version},
@@ -214,8 +216,8 @@ int DevicesCommand(const std::vector<std::string>& args) {
     char memory[64];
     std::snprintf(memory, sizeof memory, "%.1f / %.1f GiB", static_cast<double>(d.free_memory) / (1 << 30),
                   static_cast<double>(d.total_memory) / (1 << 30));
-    std::printf("%3d  %-32s %-22s %d.%-6d %4d  %s\n", d.index, d.name.c_str(), memory, d.compute_major,
-                d.compute_minor, d.multiprocessors, d.pci_bus_id.c_str());
+    std::printf("%3d  %-32s %-22s %d.%-6d %4d  %s\n", d.index, d.name.c_str(), memory, d.compute_major, d.compute_minor,
+                d.multiprocessors, d.pci_bus_id.c_str());
   }
   std::printf("\nPeer-to-peer access (row reads column's memory directly):\n    ");
   for (const CudaDeviceInfo& d : inventory.devices) std::printf("%4d", d.index);

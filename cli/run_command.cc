@@ -48,9 +48,12 @@ int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann
     const std::string headline = pitfall->headline.empty() ? pitfall->title : FormatHeadline(*result);
     std::fprintf(out, "  %-27s %-16s %s\n", name.c_str(), code == 0 ? "as expected" : "NOT AS EXPECTED",
                  headline.c_str());
-    if (json) json->push_back({{"scenario", name}, {"title", pitfall->title}, {"headline", headline},
-                               {"as_expected", code == 0},
-                               {"verdicts", FormatVerdictCount(*result)}});
+    if (json)
+      json->push_back({{"scenario", name},
+                       {"title", pitfall->title},
+                       {"headline", headline},
+                       {"as_expected", code == 0},
+                       {"verdicts", FormatVerdictCount(*result)}});
   }
   return worst;
 }
@@ -61,27 +64,28 @@ int RunCommand(const std::vector<std::string>& args) {
   std::string file, report, csv, tensorboard, trace;
   std::vector<std::string> sets;
   po::options_description options("Options");
-  options.add_options()
-      ("scenario", po::value(&file), "a scenario file (TOML) or the name of a built-in scenario (dtlab list)")
-      ("set", po::value(&sets)->composing(),
-       "override a key of the file, e.g. --set cluster.replicas=8 --set loss.denominator=global (repeatable)")
-      ("json", "print a JSON summary on stdout instead of the table")
-      ("report", po::value(&report), "write a self-contained HTML report with plots to this file")
-      ("csv", po::value(&csv), "write the per-step metrics of every run as CSV to this file")
-      ("tensorboard", po::value(&tensorboard), "write TensorBoard event files (one folder per run) under this directory")
-      ("trace", po::value(&trace), "write a Chrome trace (Perfetto) of the main run's first steps");
+  options.add_options()("scenario", po::value(&file),
+                        "a scenario file (TOML) or the name of a built-in scenario (dtlab list)")(
+      "set", po::value(&sets)->composing(),
+      "override a key of the file, e.g. --set cluster.replicas=8 --set loss.denominator=global (repeatable)")(
+      "json", "print a JSON summary on stdout instead of the table")(
+      "report", po::value(&report), "write a self-contained HTML report with plots to this file")(
+      "csv", po::value(&csv), "write the per-step metrics of every run as CSV to this file")(
+      "tensorboard", po::value(&tensorboard),
+      "write TensorBoard event files (one folder per run) under this directory")(
+      "trace", po::value(&trace), "write a Chrome trace (Perfetto) of the main run's first steps");
   AddRunFlag(options, *FindRunOptionByFlag("threads"));  // as dtlab train's
   options.add_options()("no-progress", "never draw the progress line");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map values;
-  const int parsed = ParseOptions(
-      "run", "SCENARIO [options]",
-      "Runs a scenario: the runs it declares (a cluster, data, loss code, math mode), then its checks,\n"
-      "each against the verdict the file expects. Exit 0 when every verdict is as expected, 1 when one\n"
-      "is not, 2 for a bad file or option, 3 when a run faults unexpectedly.\n"
-      "Built-in scenarios: dtlab list. File format: docs/scenarios.md.",
-      options, args, values, &positional);
+  const int parsed =
+      ParseOptions("run", "SCENARIO [options]",
+                   "Runs a scenario: the runs it declares (a cluster, data, loss code, math mode), then its checks,\n"
+                   "each against the verdict the file expects. Exit 0 when every verdict is as expected, 1 when one\n"
+                   "is not, 2 for a bad file or option, 3 when a run faults unexpectedly.\n"
+                   "Built-in scenarios: dtlab list. File format: docs/scenarios.md.",
+                   options, args, values, &positional);
   if (parsed >= 0) return parsed;
   if (file.empty()) {
     std::fputs("dtlab run: which scenario? Give a file or a built-in name (dtlab list shows them)\n", stderr);
@@ -139,8 +143,8 @@ int ListCommand(const std::vector<std::string>& args) {
   po::variables_map values;
   const int parsed = ParseOptions("list", "[options]",
                                   "Lists the built-in scenarios (dtlab run NAME) and lessons (dtlab lesson NAME).\n"
-                                  "Scenarios are read from " + ScenariosDirectory() + ", lessons from " +
-                                      LessonsDirectory() + ".",
+                                  "Scenarios are read from " +
+                                      ScenariosDirectory() + ", lessons from " + LessonsDirectory() + ".",
                                   options, args, values);
   if (parsed >= 0) return parsed;
   const auto scenarios = ListBuiltinScenarios();

@@ -42,8 +42,8 @@ std::string DescribeResume(const ResumeReport& r) {
   } else {
     std::string slots;
     for (const auto& slot : r.optimizer_slots) slots += (slots.empty() ? "" : ", ") + slot;
-    line += "the optimizer's slots " + slots + " (" + n(r.optimizer_slot_variables) + " variables) and iteration count " +
-            n(r.optimizer_iterations);
+    line += "the optimizer's slots " + slots + " (" + n(r.optimizer_slot_variables) +
+            " variables) and iteration count " + n(r.optimizer_iterations);
   }
   line += ", step " + n(r.step) + ", epoch " + n(r.epoch) + " after " + n(r.position.examples_consumed) + " of " +
           n(r.epoch_examples) + " examples";
@@ -70,7 +70,8 @@ std::string DescribeResume(const ResumeReport& r) {
 
 nlohmann::json ResumeToJson(const ResumeReport& r) {
   nlohmann::json changes = nlohmann::json::array();
-  for (const auto& c : r.changes) changes.push_back({{"setting", c.setting}, {"checkpoint", c.checkpoint}, {"run", c.run}});
+  for (const auto& c : r.changes)
+    changes.push_back({{"setting", c.setting}, {"checkpoint", c.checkpoint}, {"run", c.run}});
   return {{"checkpoint", r.checkpoint},
           {"step", r.step},
           {"epoch", r.epoch},
@@ -282,7 +283,8 @@ Status Invalid(const std::string& message) { return Status::InvalidArgument(mess
 // world, and that every rank was started with the same arguments.
 Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_per_worker, bool replicas_given,
                     bool workers_given, bool all_reduce_given, TrainConfig& config, MpiRun& run) {
-  DTLAB_ASSIGN_OR_RETURN(run.group, MpiWorkerGroup::Create(nullptr, nullptr, config.cluster.collective_timeout_seconds));
+  DTLAB_ASSIGN_OR_RETURN(run.group,
+                         MpiWorkerGroup::Create(nullptr, nullptr, config.cluster.collective_timeout_seconds));
   run.rank = run.group->rank();
   run.size = run.group->size();
   const bool ps = config.cluster.strategy == StrategyKind::kParameterServer;
@@ -303,16 +305,17 @@ Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_
                                                    0));
   for (std::size_t r = 0; r < digests.size(); ++r)
     if (digests[r] != digests[0])
-      return Status::InvalidArgument("rank " + std::to_string(r) + " was started with other arguments than rank 0; "
+      return Status::InvalidArgument("rank " + std::to_string(r) +
+                                     " was started with other arguments than rank 0; "
                                      "every rank must run the same dtlab train command");
   if (ps) {
     // Rank 0 the chief (coordinator), then the workers, then the parameter servers.
     const std::int32_t workers = run.size - 1 - config.parameter_servers;
     if (workers < 1)
-      return Invalid("parameter_server across MPI ranks needs 1 chief + at least 1 worker + " +
-                     std::to_string(config.parameter_servers) + " parameter server(s) (--parameter-servers) = at least " +
-                     std::to_string(2 + config.parameter_servers) + " ranks; mpirun started " +
-                     std::to_string(run.size));
+      return Invalid(
+          "parameter_server across MPI ranks needs 1 chief + at least 1 worker + " +
+          std::to_string(config.parameter_servers) + " parameter server(s) (--parameter-servers) = at least " +
+          std::to_string(2 + config.parameter_servers) + " ranks; mpirun started " + std::to_string(run.size));
     if (workers_given && config.cluster.workers != workers)
       return Invalid("--workers " + std::to_string(config.cluster.workers) + " but " + std::to_string(run.size) +
                      " ranks = 1 chief + " + std::to_string(workers) + " workers + " +
@@ -324,13 +327,17 @@ Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_
   if (config.cluster.strategy != StrategyKind::kMultiWorkerMirrored)
     return Status::InvalidArgument("dtlab train runs as one worker per MPI rank (" + std::to_string(run.size) +
                                    " ranks here) with --strategy multi_worker_mirrored (or parameter_server); got "
-                                   "--strategy " + std::string(StrategyName(config.cluster.strategy)));
+                                   "--strategy " +
+                                   std::string(StrategyName(config.cluster.strategy)));
   if (replicas_per_worker < 1)
-    return Status::InvalidArgument("--replicas-per-worker must be at least 1, got " + std::to_string(replicas_per_worker));
+    return Status::InvalidArgument("--replicas-per-worker must be at least 1, got " +
+                                   std::to_string(replicas_per_worker));
   if (workers_given && config.cluster.workers != run.size)
     return Status::InvalidArgument("--workers " + std::to_string(config.cluster.workers) + " but mpirun started " +
-                                   std::to_string(run.size) + " ranks: each rank is one worker (drop --workers, or "
-                                   "run mpirun -np " + std::to_string(config.cluster.workers) + ")");
+                                   std::to_string(run.size) +
+                                   " ranks: each rank is one worker (drop --workers, or "
+                                   "run mpirun -np " +
+                                   std::to_string(config.cluster.workers) + ")");
   const std::int32_t replicas = run.size * replicas_per_worker;
   if (replicas_given && config.cluster.replicas != replicas)
     return Status::InvalidArgument("--replicas " + std::to_string(config.cluster.replicas) + " but " +
@@ -354,16 +361,17 @@ int TrainCommand(const std::vector<std::string>& args) {
   po::options_description options("Options");
   AddRunFlags(options);
   po::variables_map values;
-  const int parsed = ParseOptions(
-      "train", "[options]",
-      "Trains a model as the tf.distribute custom-training tutorial does: loss =\n"
-      "compute_average_loss(per-example cross-entropy, global batch) + scaled L2 regularization,\n"
-      "then prints 'Epoch N, Loss, Accuracy, Test Loss, Test Accuracy' per epoch. On one device,\n"
-      "on --replicas simulated replicas (--strategy), or on several processes and machines:\n"
-      "  mpirun -np W dtlab train --strategy multi_worker_mirrored --replicas-per-worker R\n"
-      "  mpirun -np 1+W+P dtlab train --strategy parameter_server --parameter-servers P\n"
-      "(docs/mpi.md).\n\n" + ModelList(),
-      options, args, values);
+  const int parsed =
+      ParseOptions("train", "[options]",
+                   "Trains a model as the tf.distribute custom-training tutorial does: loss =\n"
+                   "compute_average_loss(per-example cross-entropy, global batch) + scaled L2 regularization,\n"
+                   "then prints 'Epoch N, Loss, Accuracy, Test Loss, Test Accuracy' per epoch. On one device,\n"
+                   "on --replicas simulated replicas (--strategy), or on several processes and machines:\n"
+                   "  mpirun -np W dtlab train --strategy multi_worker_mirrored --replicas-per-worker R\n"
+                   "  mpirun -np 1+W+P dtlab train --strategy parameter_server --parameter-servers P\n"
+                   "(docs/mpi.md).\n\n" +
+                       ModelList(),
+                   options, args, values);
   if (parsed >= 0) return parsed;
   RunSettings settings;
   const Status applied = ApplyRunFlags(values, settings);
@@ -373,15 +381,16 @@ int TrainCommand(const std::vector<std::string>& args) {
   const bool mpi = LaunchedByMpi();
   if (mpi) {
 #ifndef DTLAB_WITH_MPI
-    std::fprintf(stderr, "dtlab train: started by an MPI launcher, but this dtlab was built without MPI "
-                         "(install libopenmpi-dev and rebuild; docs/mpi.md)\n");
+    std::fprintf(stderr,
+                 "dtlab train: started by an MPI launcher, but this dtlab was built without MPI "
+                 "(install libopenmpi-dev and rebuild; docs/mpi.md)\n");
     return 2;
 #else
     if (const int code = SuperviseWorker(); code >= 0) return code;
     // Several ranks on one machine share its cores.
     if (settings.threads == 0)
-      settings.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
-                                                           static_cast<unsigned>(std::max(1, LauncherLocalSize()))));
+      settings.threads = static_cast<int>(
+          std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(std::max(1, LauncherLocalSize()))));
 #endif
   }
   if (!ApplyThreadCount(settings.threads)) return 2;
@@ -429,8 +438,10 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (run.rank != 0) return report->reference_check && !report->reference_check->within_bound ? 1 : 0;
   const bool async = config.cluster.strategy == StrategyKind::kParameterServer;
   if (mpi && async)
-    std::fprintf(human, "parameter_server on MPI: 1 chief + %d workers + %d parameter servers (%d ranks); weights digest "
-                 "%016llx\n", config.cluster.workers, config.parameter_servers, run.size,
+    std::fprintf(human,
+                 "parameter_server on MPI: 1 chief + %d workers + %d parameter servers (%d ranks); weights digest "
+                 "%016llx\n",
+                 config.cluster.workers, config.parameter_servers, run.size,
                  static_cast<unsigned long long>(report->weights_digest));
   else if (mpi)
     std::fprintf(human, "multi_worker_mirrored on MPI: %d ranks x %d replicas, %s all-reduce; weights digest %016llx\n",
@@ -447,11 +458,14 @@ int TrainCommand(const std::vector<std::string>& args) {
                  report->final_test_accuracy * 100.0f);
     if (!report->staleness.empty()) {
       const StalenessSummary staleness = SummarizeStaleness(report->staleness);
-      std::fprintf(human, "parameter_server, %d workers, %d parameter servers: %zu updates, staleness mean %.2f, max %lld",
+      std::fprintf(human,
+                   "parameter_server, %d workers, %d parameter servers: %zu updates, staleness mean %.2f, max %lld",
                    config.cluster.workers, config.parameter_servers, report->staleness.size(), staleness.mean,
                    static_cast<long long>(staleness.max));
-      if (mpi) std::fprintf(human, " (measured)\n");
-      else std::fprintf(human, "; simulated time %.3f s\n", report->simulated_seconds);
+      if (mpi)
+        std::fprintf(human, " (measured)\n");
+      else
+        std::fprintf(human, "; simulated time %.3f s\n", report->simulated_seconds);
     } else if (config.cluster.replicas > 1)
       std::fprintf(human, "%s, %d replicas: simulated time %.3f s, of which collectives %.3f s (%s)\n",
                    std::string(StrategyName(config.cluster.strategy)).c_str(), config.cluster.replicas,
@@ -464,13 +478,15 @@ int TrainCommand(const std::vector<std::string>& args) {
       std::fprintf(human, "Reference check (exact): PASS, %lld of %lld steps bitwise equal to one device\n",
                    static_cast<long long>(c.steps_checked), static_cast<long long>(c.steps_checked));
     else if (c.exact)
-      std::fprintf(human, "Reference check (exact): FAIL, %lld of %lld steps not bitwise equal (max %lld ULP); "
+      std::fprintf(human,
+                   "Reference check (exact): FAIL, %lld of %lld steps not bitwise equal (max %lld ULP); "
                    "first at step %lld: %s\n",
                    static_cast<long long>(c.steps_failed), static_cast<long long>(c.steps_checked),
                    static_cast<long long>(c.max_ulp), static_cast<long long>(c.first_failed_step),
                    c.first_failure.c_str());
     else if (c.within_bound)
-      std::fprintf(human, "Reference check: PASS, %lld of %lld steps within the floating-point bound "
+      std::fprintf(human,
+                   "Reference check: PASS, %lld of %lld steps within the floating-point bound "
                    "(max %lld ULP, %.2g of the bound)\n",
                    static_cast<long long>(c.steps_checked), static_cast<long long>(c.steps_checked),
                    static_cast<long long>(c.max_ulp), c.max_bound_fraction);

@@ -5,8 +5,8 @@
 
 namespace dtlab {
 
-void GatherBatch(const ImageDataset& data, std::span<const std::int64_t> indices,
-                 Tensor<float>& images, std::vector<std::int32_t>& labels) {
+void GatherBatch(const ImageDataset& data, std::span<const std::int64_t> indices, Tensor<float>& images,
+                 std::vector<std::int32_t>& labels) {
   const auto count = static_cast<std::int64_t>(indices.size());
   const std::int64_t image_size = data.image_size();
   images.Resize({count, data.height, data.width, data.channels});

@@ -18,7 +18,7 @@ namespace dtlab {
 /// labels, where n = indices.size() and row k holds element indices[k] of `data`.
 /// The outputs are resized in place, so reusing them across steps does not
 /// allocate. REQUIRES: every index is in [0, data.count).
-void GatherBatch(const ImageDataset& data, std::span<const std::int64_t> indices,
-                 Tensor<float>& images, std::vector<std::int32_t>& labels);
+void GatherBatch(const ImageDataset& data, std::span<const std::int64_t> indices, Tensor<float>& images,
+                 std::vector<std::int32_t>& labels);
 
 }  // namespace dtlab

@@ -70,7 +70,9 @@ StatusOr<Int> NarrowInteger(std::int64_t value, std::string_view what, Int min =
 inline Status CheckFinite(double value, std::string_view what) {
   if (std::isfinite(value)) return Status::Ok();
   return Status::InvalidArgument(std::string(what) + " must be a finite number, got " +
-                                 (std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf"));
+                                 (std::isnan(value) ? "nan"
+                                  : value > 0       ? "inf"
+                                                    : "-inf"));
 }
 
 /// A relative tolerance (scenario checks and lesson questions share this rule):

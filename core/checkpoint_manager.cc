@@ -81,8 +81,7 @@ StatusOr<std::optional<CheckpointManager::Pointer>> CheckpointManager::ReadPoint
   if (!text.has_value()) return std::optional<Pointer>();
 
   auto malformed = [&](int line_number, const std::string& why) {
-    return Status::Corruption(path + ":" + std::to_string(line_number) +
-                              ": malformed checkpoint pointer file: " + why);
+    return Status::Corruption(path + ":" + std::to_string(line_number) + ": malformed checkpoint pointer file: " + why);
   };
   Pointer pointer;
   bool seen_latest = false;
@@ -90,8 +89,7 @@ StatusOr<std::optional<CheckpointManager::Pointer>> CheckpointManager::ReadPoint
   int line_number = 0;
   while (!rest.empty()) {
     const std::size_t newline = rest.find('\n');
-    const std::string_view line =
-        Trim(newline == std::string_view::npos ? rest : rest.substr(0, newline));
+    const std::string_view line = Trim(newline == std::string_view::npos ? rest : rest.substr(0, newline));
     rest = newline == std::string_view::npos ? std::string_view() : rest.substr(newline + 1);
     ++line_number;
     if (line.empty()) continue;
@@ -141,8 +139,7 @@ StatusOr<std::optional<std::string>> CheckpointManager::LatestPath() const {
   struct stat info;
   if (::stat(path.c_str(), &info) != 0) {
     if (errno == ENOENT) {
-      return Status::Corruption(PointerPath() + " names " + pointer->latest +
-                                ", which does not exist");
+      return Status::Corruption(PointerPath() + " names " + pointer->latest + ", which does not exist");
     }
     return Status::IOError(path + ": " + std::strerror(errno));
   }
@@ -172,8 +169,7 @@ std::vector<std::string> CheckpointManager::KeptForSave() const {
   // Checkpoint files present in the directory, by number.
   std::vector<std::pair<std::int64_t, std::string>> on_disk;
   std::error_code error;
-  for (std::filesystem::directory_iterator it(directory_, error), end; !error && it != end;
-       it.increment(error)) {
+  for (std::filesystem::directory_iterator it(directory_, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
     std::int64_t number = 0;
     if (ParseCheckpointFileName(name, &number)) on_disk.emplace_back(number, name);
@@ -190,8 +186,8 @@ std::vector<std::string> CheckpointManager::KeptForSave() const {
     if (std::find(listed.begin(), listed.end(), name) == listed.end()) kept.push_back(name);
   }
   for (const std::string& name : listed) {
-    const bool exists = std::any_of(on_disk.begin(), on_disk.end(),
-                                    [&](const auto& file) { return file.second == name; });
+    const bool exists =
+        std::any_of(on_disk.begin(), on_disk.end(), [&](const auto& file) { return file.second == name; });
     if (exists) kept.push_back(name);
   }
   return kept;
@@ -200,8 +196,7 @@ std::vector<std::string> CheckpointManager::KeptForSave() const {
 void CheckpointManager::RemoveStaleTemporaryFiles() const {
   std::vector<std::filesystem::path> stale;
   std::error_code error;
-  for (std::filesystem::directory_iterator it(directory_, error), end; !error && it != end;
-       it.increment(error)) {
+  for (std::filesystem::directory_iterator it(directory_, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
     const std::size_t tmp = name.find(".tmp-");
     if (tmp == std::string::npos) continue;
@@ -214,14 +209,12 @@ void CheckpointManager::RemoveStaleTemporaryFiles() const {
   for (const auto& path : stale) std::filesystem::remove(path, error);  // best effort
 }
 
-Status CheckpointManager::Save(const SafetensorsFile& checkpoint, std::int64_t number,
-                               std::string* saved_path) {
+Status CheckpointManager::Save(const SafetensorsFile& checkpoint, std::int64_t number, std::string* saved_path) {
   if (number < 0) {
     return Status::InvalidArgument("checkpoint number must be >= 0, got " + std::to_string(number));
   }
   if (max_to_keep_ < 0) {
-    return Status::InvalidArgument("max_to_keep must be >= 1, or 0 to keep all; got " +
-                                   std::to_string(max_to_keep_));
+    return Status::InvalidArgument("max_to_keep must be >= 1, or 0 to keep all; got " + std::to_string(max_to_keep_));
   }
   std::error_code error;
   std::filesystem::create_directories(directory_, error);
@@ -245,8 +238,7 @@ Status CheckpointManager::Save(const SafetensorsFile& checkpoint, std::int64_t n
     to_delete.assign(kept.begin(), kept.begin() + excess);
     kept.erase(kept.begin(), kept.begin() + excess);
   }
-  std::string pointer_text =
-      std::string(kLatestField) + ": \"" + file_name + "\"\n";
+  std::string pointer_text = std::string(kLatestField) + ": \"" + file_name + "\"\n";
   for (const std::string& name : kept) {
     pointer_text += std::string(kKeptField) + ": \"" + name + "\"\n";
   }
@@ -258,8 +250,8 @@ Status CheckpointManager::Save(const SafetensorsFile& checkpoint, std::int64_t n
   for (const std::string& name : to_delete) {
     const std::string old_path = PathOf(name);
     if (::unlink(old_path.c_str()) != 0 && errno != ENOENT && result.ok()) {
-      result = Status::IOError("saved " + path + " but cannot delete old checkpoint " + old_path +
-                               ": " + std::strerror(errno));
+      result = Status::IOError("saved " + path + " but cannot delete old checkpoint " + old_path + ": " +
+                               std::strerror(errno));
     }
   }
   return result;

@@ -53,8 +53,7 @@ class CheckpointManager {
   /// a negative number or max_to_keep; IOError when the directory or a file
   /// cannot be written or an old checkpoint cannot be deleted (the new
   /// checkpoint is saved and pointed to in that last case).
-  Status Save(const SafetensorsFile& checkpoint, std::int64_t number,
-              std::string* saved_path = nullptr);
+  Status Save(const SafetensorsFile& checkpoint, std::int64_t number, std::string* saved_path = nullptr);
 
   /// Creates the directory if needed and takes its writer lock, held until the
   /// returned object is destroyed. InvalidArgument naming the holder ("pid N on

@@ -62,8 +62,8 @@ void ApplyReluGradient(const Tensor<T>& y, Tensor<T>& dy) {
 }
 
 template <typename T>
-Conv2D<T>::Conv2D(std::string name, std::int64_t filters, std::int64_t kernel_height,
-                  std::int64_t kernel_width, Activation activation)
+Conv2D<T>::Conv2D(std::string name, std::int64_t filters, std::int64_t kernel_height, std::int64_t kernel_width,
+                  Activation activation)
     : Layer<T>(std::move(name)),
       filters_(filters),
       kernel_height_(kernel_height),
@@ -81,8 +81,7 @@ std::vector<ParameterSpec> Conv2D<T>::Parameters(const Shape& in) const {
   const std::int64_t channels = in.size() == 3 ? in[2] : 0;
   const std::int64_t receptive = kernel_height_ * kernel_width_;
   return {
-      {"kernel", {kernel_height_, kernel_width_, channels, filters_}, true, receptive * channels,
-       receptive * filters_},
+      {"kernel", {kernel_height_, kernel_width_, channels, filters_}, true, receptive * channels, receptive * filters_},
       {"bias", {filters_}, false, 0, 0},
   };
 }
@@ -96,14 +95,13 @@ void Conv2D<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
   y.Resize({batch, out_h, out_w, filters_});
-  DenseForward(cache.buffer.data(), rows, patch, params[0]->data(), params[1]->data(), filters_, activation_,
-               y.data());
+  DenseForward(cache.buffer.data(), rows, patch, params[0]->data(), params[1]->data(), filters_, activation_, y.data());
 }
 
 template <typename T>
 void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
-                         Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
-                         LayerCache<T>& cache, std::span<Tensor<T>* const> magnitudes) const {
+                         Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads, LayerCache<T>& cache,
+                         std::span<Tensor<T>* const> magnitudes) const {
   const std::int64_t batch = x.dim(0), out_h = y.dim(1), out_w = y.dim(2);
   const std::int64_t rows = batch * out_h * out_w;
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
@@ -142,8 +140,7 @@ void Conv2D<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Te
     bias_terms.values.Resize({batch, filters_});
     for (std::int64_t e = 0; e < batch; ++e) {
       OrderedGemm(patch, filters_, positions, cache.buffer.data() + e * positions * patch, 1, patch,
-                  dz + e * positions * filters_, filters_, kernel_terms.values.data() + e * patch * filters_,
-                  filters_);
+                  dz + e * positions * filters_, filters_, kernel_terms.values.data() + e * patch * filters_, filters_);
       float* db = bias_terms.values.data() + e * filters_;
       std::fill(db, db + filters_, 0.0f);
       for (std::int64_t p = 0; p < positions; ++p)

@@ -16,8 +16,7 @@ struct Pipeline::Stream {
 
   bool unit_items() const { return item_starts.empty(); }
   std::int64_t num_items() const {
-    return unit_items() ? static_cast<std::int64_t>(values.size())
-                        : static_cast<std::int64_t>(item_starts.size()) - 1;
+    return unit_items() ? static_cast<std::int64_t>(values.size()) : static_cast<std::int64_t>(item_starts.size()) - 1;
   }
 
   // The stream of the items at `positions`, in that order.
@@ -31,8 +30,7 @@ struct Pipeline::Stream {
     result.item_starts.reserve(positions.size() + 1);
     result.item_starts.push_back(0);
     for (const std::int64_t p : positions) {
-      result.values.insert(result.values.end(), values.begin() + item_starts[p],
-                           values.begin() + item_starts[p + 1]);
+      result.values.insert(result.values.end(), values.begin() + item_starts[p], values.begin() + item_starts[p + 1]);
       result.item_starts.push_back(static_cast<std::int64_t>(result.values.size()));
     }
     return result;
@@ -81,8 +79,7 @@ struct Pipeline::Stream {
 namespace {
 
 // TF's buffered shuffle of positions 0 .. num_items-1.
-std::vector<std::int64_t> ShuffledPositions(std::int64_t num_items, std::int64_t buffer_size,
-                                            CounterRng& rng) {
+std::vector<std::int64_t> ShuffledPositions(std::int64_t num_items, std::int64_t buffer_size, CounterRng& rng) {
   std::vector<std::int64_t> order;
   order.reserve(static_cast<std::size_t>(num_items));
   std::vector<std::int64_t> buffer;
@@ -105,14 +102,11 @@ std::vector<std::int64_t> ShuffledPositions(std::int64_t num_items, std::int64_t
 
 }  // namespace
 
-Pipeline::Pipeline(std::int64_t num_elements)
-    : num_elements_(std::max<std::int64_t>(num_elements, 0)) {}
+Pipeline::Pipeline(std::int64_t num_elements) : num_elements_(std::max<std::int64_t>(num_elements, 0)) {}
 
-Status Pipeline::Shuffle(std::int64_t buffer_size, std::uint64_t seed,
-                         bool reshuffle_each_iteration) {
+Status Pipeline::Shuffle(std::int64_t buffer_size, std::uint64_t seed, bool reshuffle_each_iteration) {
   if (buffer_size < 1) {
-    return Status::InvalidArgument("shuffle buffer_size must be at least 1, got " +
-                                   std::to_string(buffer_size));
+    return Status::InvalidArgument("shuffle buffer_size must be at least 1, got " + std::to_string(buffer_size));
   }
   stages_.push_back({StageKind::kShuffle, buffer_size, 0, seed, reshuffle_each_iteration});
   return Status::Ok();
@@ -123,8 +117,7 @@ Status Pipeline::Batch(std::int64_t batch_size, bool drop_remainder) {
     return Status::InvalidArgument("batch: the pipeline is already batched (" + Describe() + ")");
   }
   if (batch_size < 1) {
-    return Status::InvalidArgument("batch_size must be at least 1, got " +
-                                   std::to_string(batch_size));
+    return Status::InvalidArgument("batch_size must be at least 1, got " + std::to_string(batch_size));
   }
   stages_.push_back({StageKind::kBatch, batch_size, 0, 0, drop_remainder});
   batched_ = true;
@@ -149,12 +142,11 @@ Status Pipeline::Take(std::int64_t count) {
 
 Status Pipeline::Shard(std::int64_t num_shards, std::int64_t index) {
   if (num_shards < 1) {
-    return Status::InvalidArgument("shard num_shards must be at least 1, got " +
-                                   std::to_string(num_shards));
+    return Status::InvalidArgument("shard num_shards must be at least 1, got " + std::to_string(num_shards));
   }
   if (index < 0 || index >= num_shards) {
-    return Status::InvalidArgument("shard index must be in [0, " + std::to_string(num_shards) +
-                                   "), got " + std::to_string(index));
+    return Status::InvalidArgument("shard index must be in [0, " + std::to_string(num_shards) + "), got " +
+                                   std::to_string(index));
   }
   stages_.push_back({StageKind::kShard, num_shards, index, 0, false});
   return Status::Ok();
@@ -172,8 +164,7 @@ Pipeline::Stream Pipeline::Run(std::size_t num_stages, std::uint64_t iteration) 
   if (stage.kind == StageKind::kRepeat) {
     const auto count = static_cast<std::uint64_t>(stage.size);
     Stream result = Run(stage_number, iteration * count);
-    for (std::uint64_t r = 1; r < count; ++r)
-      result.Append(Run(stage_number, iteration * count + r));
+    for (std::uint64_t r = 1; r < count; ++r) result.Append(Run(stage_number, iteration * count + r));
     return result;
   }
   Stream input = Run(stage_number, iteration);
@@ -204,8 +195,7 @@ Pipeline::Stream Pipeline::Run(std::size_t num_stages, std::uint64_t iteration) 
 }
 
 std::vector<std::vector<std::int64_t>> Pipeline::Iterate(std::int64_t iteration) const {
-  const Stream stream =
-      Run(stages_.size(), static_cast<std::uint64_t>(std::max<std::int64_t>(iteration, 0)));
+  const Stream stream = Run(stages_.size(), static_cast<std::uint64_t>(std::max<std::int64_t>(iteration, 0)));
   std::vector<std::vector<std::int64_t>> items;
   items.reserve(static_cast<std::size_t>(stream.num_items()));
   if (stream.unit_items()) {
@@ -228,8 +218,7 @@ std::string Pipeline::Describe() const {
                 (stage.flag ? "" : ", reshuffle_each_iteration=false") + ")";
         break;
       case StageKind::kBatch:
-        text += ".batch(" + std::to_string(stage.size) +
-                (stage.flag ? ", drop_remainder=true" : "") + ")";
+        text += ".batch(" + std::to_string(stage.size) + (stage.flag ? ", drop_remainder=true" : "") + ")";
         break;
       case StageKind::kRepeat:
         text += ".repeat(" + std::to_string(stage.size) + ")";

@@ -39,8 +39,7 @@ class Pipeline {
   /// at least the stream length this is a uniform random permutation. If
   /// reshuffle_each_iteration is false every iteration uses the same order.
   /// Returns InvalidArgument if buffer_size < 1.
-  Status Shuffle(std::int64_t buffer_size, std::uint64_t seed,
-                 bool reshuffle_each_iteration = true);
+  Status Shuffle(std::int64_t buffer_size, std::uint64_t seed, bool reshuffle_each_iteration = true);
 
   /// Adds grouping of consecutive items into batches of batch_size (their index
   /// lists concatenated). The last batch may be short unless drop_remainder.

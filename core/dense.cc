@@ -31,9 +31,9 @@ void Dense<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T>
 }
 
 template <typename T>
-void Dense<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
-                        Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
-                        LayerCache<T>& cache, std::span<Tensor<T>* const> magnitudes) const {
+void Dense<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y, Tensor<T>& dy,
+                        Tensor<T>* dx, std::span<Tensor<T>* const> param_grads, LayerCache<T>& cache,
+                        std::span<Tensor<T>* const> magnitudes) const {
   const std::int64_t batch = x.dim(0), inputs = x.size() / std::max<std::int64_t>(batch, 1);
   if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
   DenseParameterGradients(x.data(), dy.data(), batch, inputs, units_, param_grads[0]->data(), param_grads[1]->data(),

@@ -17,9 +17,9 @@ class Dense final : public Layer<T> {
   std::vector<ParameterSpec> Parameters(const Shape& example_input) const override;
   void Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
                LayerCache<T>& cache) const override;
-  void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
-                Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
-                LayerCache<T>& cache, std::span<Tensor<T>* const> param_grad_magnitudes = {}) const override;
+  void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y, Tensor<T>& dy,
+                Tensor<T>* dx, std::span<Tensor<T>* const> param_grads, LayerCache<T>& cache,
+                std::span<Tensor<T>* const> param_grad_magnitudes = {}) const override;
   void BackwardExact(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y, Tensor<T>& dy,
                      Tensor<T>* dx, std::span<ExampleTerms* const> terms, LayerCache<T>& cache) const override;
 

@@ -36,8 +36,8 @@ StatusOr<Enum> ParseEnumName(std::string_view name, const NameTable<Enum, N>& ta
     if (equal_ignoring_case(text, name)) return value;
     names += (names.empty() ? "" : ", ") + std::string(text);
   }
-  return Status::InvalidArgument("unknown " + std::string(what) + " '" + std::string(name) + "' (expected one of: " +
-                                 names + ")");
+  return Status::InvalidArgument("unknown " + std::string(what) + " '" + std::string(name) +
+                                 "' (expected one of: " + names + ")");
 }
 
 /// The name of `value` in `table` ("?" if the table lacks it).

@@ -156,7 +156,7 @@ void ExactAddInt128(std::int64_t* words, ExactInt128 value, int position) {
   // range) fold into it: that word is signed and holds more than 32 bits.
   const int shift = position & 31;
   const int first = position >> 5;
-  const Uint128 low = magnitude << shift;                                                          // bits 0..127
+  const Uint128 low = magnitude << shift;  // bits 0..127
   const std::uint64_t high = shift == 0 ? 0 : static_cast<std::uint64_t>(magnitude >> 96) >> (32 - shift);  // 128..159
   for (int d = 0; d < 5; ++d) {
     const std::uint64_t digit = d < 4 ? static_cast<std::uint64_t>(low >> (32 * d)) & 0xffffffffu : high;

@@ -23,9 +23,7 @@ std::string ErrnoText(int error) { return std::strerror(error); }
 // The Linux limit on symlinks followed while resolving one path (MAXSYMLINKS).
 constexpr int kMaxSymlinkHops = 40;
 
-std::string MiB(std::size_t bytes) {
-  return std::to_string(bytes >> 20) + " MiB";
-}
+std::string MiB(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 std::string DirectoryOf(const std::string& path) {
   const std::size_t slash = path.rfind('/');
@@ -72,14 +70,22 @@ UniqueFd::~UniqueFd() {
 
 std::string FileTypePhrase(unsigned st_mode) {
   switch (st_mode & S_IFMT) {
-    case S_IFREG: return "a regular file";
-    case S_IFIFO: return "a FIFO";
-    case S_IFCHR: return "a character device";
-    case S_IFBLK: return "a block device";
-    case S_IFDIR: return "a directory";
-    case S_IFSOCK: return "a socket";
-    case S_IFLNK: return "a symlink";
-    default: return "not a regular file";
+    case S_IFREG:
+      return "a regular file";
+    case S_IFIFO:
+      return "a FIFO";
+    case S_IFCHR:
+      return "a character device";
+    case S_IFBLK:
+      return "a block device";
+    case S_IFDIR:
+      return "a directory";
+    case S_IFSOCK:
+      return "a socket";
+    case S_IFLNK:
+      return "a symlink";
+    default:
+      return "not a regular file";
   }
 }
 
@@ -102,7 +108,8 @@ StatusOr<UniqueFd> OpenRegularFile(const std::string& path, std::size_t max_byte
     const int error = errno;
     if (error == ENOENT) return Status::NotFound(named + " does not exist");
     if (error == ELOOP) {
-      return Status::IOError(named + ": cannot open: too many levels of symbolic links (a symlink loop?); "
+      return Status::IOError(named +
+                             ": cannot open: too many levels of symbolic links (a symlink loop?); "
                              "make it a regular file");
     }
     return Status::IOError(named + ": cannot open: " + ErrnoText(error));

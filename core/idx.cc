@@ -64,8 +64,7 @@ class PlainSource : public ByteSource {
 // The decompressed bytes of a gzip file (one or more concatenated members).
 class GzipSource : public ByteSource {
  public:
-  GzipSource(std::FILE* file, std::string path)
-      : file_(file), path_(std::move(path)), input_(kFileChunkBytes) {}
+  GzipSource(std::FILE* file, std::string path) : file_(file), path_(std::move(path)), input_(kFileChunkBytes) {}
   ~GzipSource() override {
     if (initialized_) inflateEnd(&stream_);
   }
@@ -120,14 +119,12 @@ class GzipSource : public ByteSource {
           // No progress possible: fine if we merely need more input, an error
           // if there is none left.
           if (stream_.avail_in == 0 && file_exhausted_) {
-            return Status::Corruption(path_ +
-                                      ": corrupted gzip data: the compressed stream ends early");
+            return Status::Corruption(path_ + ": corrupted gzip data: the compressed stream ends early");
           }
           break;
         default:
-          return Status::Corruption(
-              path_ + ": corrupted gzip data: " +
-              (stream_.msg != nullptr ? stream_.msg : "zlib error " + std::to_string(result)));
+          return Status::Corruption(path_ + ": corrupted gzip data: " +
+                                    (stream_.msg != nullptr ? stream_.msg : "zlib error " + std::to_string(result)));
       }
     }
     return produced;
@@ -147,47 +144,42 @@ StatusOr<IdxArray> ParseIdx(ByteSource& source, const std::string& path) {
   std::uint8_t magic[4];
   DTLAB_ASSIGN_OR_RETURN(const std::size_t magic_read, source.Read(magic, 4));
   if (magic_read < 4) {
-    return Status::Corruption(path + ": truncated header: expected 4 magic bytes, found " +
-                              std::to_string(magic_read));
+    return Status::Corruption(path + ": truncated header: expected 4 magic bytes, found " + std::to_string(magic_read));
   }
-  const std::string found = HexByte(magic[0]) + " " + HexByte(magic[1]) + " " + HexByte(magic[2]) +
-                            " " + HexByte(magic[3]);
+  const std::string found =
+      HexByte(magic[0]) + " " + HexByte(magic[1]) + " " + HexByte(magic[2]) + " " + HexByte(magic[3]);
   if (magic[0] != 0 || magic[1] != 0 || magic[3] < 1 || magic[3] > kMaxDimensions) {
     return Status::Corruption(path + ": not an IDX file: bad magic bytes " + found +
                               " (expected 0x00 0x00, a type byte, and 1 to 4 dimensions)");
   }
   if (magic[2] != kUnsignedByteType) {
-    return Status::Corruption(path + ": unsupported IDX element type " + HexByte(magic[2]) +
-                              " in magic bytes " + found +
-                              " (only unsigned bytes, 0x08, are supported)");
+    return Status::Corruption(path + ": unsupported IDX element type " + HexByte(magic[2]) + " in magic bytes " +
+                              found + " (only unsigned bytes, 0x08, are supported)");
   }
 
   const int num_dims = magic[3];
   std::uint8_t dim_bytes[4 * kMaxDimensions];
   const std::size_t dim_bytes_wanted = 4 * static_cast<std::size_t>(num_dims);
-  DTLAB_ASSIGN_OR_RETURN(const std::size_t dim_bytes_read,
-                         source.Read(dim_bytes, dim_bytes_wanted));
+  DTLAB_ASSIGN_OR_RETURN(const std::size_t dim_bytes_read, source.Read(dim_bytes, dim_bytes_wanted));
   if (dim_bytes_read < dim_bytes_wanted) {
-    return Status::Corruption(path + ": truncated header: expected " +
-                              std::to_string(dim_bytes_wanted) + " bytes of dimensions, found " +
-                              std::to_string(dim_bytes_read));
+    return Status::Corruption(path + ": truncated header: expected " + std::to_string(dim_bytes_wanted) +
+                              " bytes of dimensions, found " + std::to_string(dim_bytes_read));
   }
 
   IdxArray array;
   std::int64_t payload_bytes = 1;
   for (int d = 0; d < num_dims; ++d) {
     const std::uint8_t* b = dim_bytes + 4 * d;
-    const std::int64_t dim = (std::int64_t{b[0]} << 24) | (std::int64_t{b[1]} << 16) |
-                             (std::int64_t{b[2]} << 8) | std::int64_t{b[3]};
+    const std::int64_t dim =
+        (std::int64_t{b[0]} << 24) | (std::int64_t{b[1]} << 16) | (std::int64_t{b[2]} << 8) | std::int64_t{b[3]};
     if (dim <= 0 || dim > 0x7fffffff) {
-      return Status::Corruption(path + ": dimension " + std::to_string(d) + " is " +
-                                std::to_string(dim) + "; every dimension must be in [1, 2^31)");
+      return Status::Corruption(path + ": dimension " + std::to_string(d) + " is " + std::to_string(dim) +
+                                "; every dimension must be in [1, 2^31)");
     }
     array.dims.push_back(dim);
     payload_bytes *= dim;  // cannot overflow: each factor < 2^31 and we stop at 2^31
     if (payload_bytes > kMaxIdxPayloadBytes) {
-      return Status::Corruption(path + ": dimensions ask for more than " +
-                                std::to_string(kMaxIdxPayloadBytes) +
+      return Status::Corruption(path + ": dimensions ask for more than " + std::to_string(kMaxIdxPayloadBytes) +
                                 " bytes of data (corrupted header?)");
     }
   }
@@ -219,8 +211,7 @@ StatusOr<IdxArray> ParseIdx(ByteSource& source, const std::string& path) {
     if (count < scratch.size()) break;
   }
   if (trailing > 0) {
-    return Status::Corruption(path + ": " +
-                              (trailing >= kMaxTrailingBytesCounted ? "at least " : "") +
+    return Status::Corruption(path + ": " + (trailing >= kMaxTrailingBytesCounted ? "at least " : "") +
                               std::to_string(trailing) + " unexpected trailing bytes after the " +
                               std::to_string(payload_bytes) + " bytes of data");
   }

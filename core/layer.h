@@ -24,9 +24,9 @@ namespace dtlab {
 
 /// Describes one trainable parameter of a layer.
 struct ParameterSpec {
-  std::string name;        // "kernel" or "bias" (the model prefixes the layer name)
+  std::string name;  // "kernel" or "bias" (the model prefixes the layer name)
   Shape shape;
-  bool is_kernel = false;  // kernels are glorot_uniform-initialised and L2-regularised
+  bool is_kernel = false;                // kernels are glorot_uniform-initialised and L2-regularised
   std::int64_t fan_in = 0, fan_out = 0;  // Keras fan computation, for glorot_uniform
 };
 
@@ -90,9 +90,9 @@ class Layer {
   /// the batch (|A|^T |dz| for a kernel, sum |dz| for a bias): the sum|x_i| of the
   /// floating-point error bound of that reduction (docs/architecture.md, "Exact reference math").
   /// In float each gradient element is one fixed-order chain over the batch's rows.
-  virtual void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
-                        Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
-                        LayerCache<T>& cache, std::span<Tensor<T>* const> param_grad_magnitudes = {}) const = 0;
+  virtual void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y, Tensor<T>& dy,
+                        Tensor<T>* dx, std::span<Tensor<T>* const> param_grads, LayerCache<T>& cache,
+                        std::span<Tensor<T>* const> param_grad_magnitudes = {}) const = 0;
 
   /// Exact mode: writes dL/dx as Backward does (with fixed-order sums), and for each
   /// parameter, in Parameters() order, its per-example gradient terms into

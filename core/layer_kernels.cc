@@ -79,11 +79,11 @@ void DenseInputGradient(const T* dz, std::int64_t rows, std::int64_t units, cons
   }
 }
 
-#define DTLAB_INSTANTIATE_LAYER_KERNELS(T)                                                                         \
-  template void DenseForward<T>(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int64_t, Activation, \
-                                T*);                                                                               \
-  template void DenseParameterGradients<T>(const T*, const T*, std::int64_t, std::int64_t, std::int64_t, T*, T*,    \
-                                           T*, T*, Tensor<T>&, Tensor<T>&);                                        \
+#define DTLAB_INSTANTIATE_LAYER_KERNELS(T)                                                                           \
+  template void DenseForward<T>(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int64_t, Activation,  \
+                                T*);                                                                                 \
+  template void DenseParameterGradients<T>(const T*, const T*, std::int64_t, std::int64_t, std::int64_t, T*, T*, T*, \
+                                           T*, Tensor<T>&, Tensor<T>&);                                              \
   template void DenseInputGradient<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, Tensor<T>&, T*);
 DTLAB_INSTANTIATE_LAYER_KERNELS(float)
 DTLAB_INSTANTIATE_LAYER_KERNELS(double)

@@ -55,8 +55,7 @@ Status CheckReductionForCustomLoop(LossReduction reduction, KerasVersion keras) 
 
 template <typename T>
 void SparseCategoricalCrossentropyFromLogits(const Tensor<T>& logits, std::span<const std::int32_t> labels,
-                                             std::span<T> losses, std::span<const T> coefficients,
-                                             Tensor<T>* dlogits) {
+                                             std::span<T> losses, std::span<const T> coefficients, Tensor<T>* dlogits) {
   const std::int64_t batch = logits.dim(0), classes = logits.dim(1);
   if (dlogits) dlogits->Resize(logits.shape());
   if constexpr (std::is_same_v<T, float>) {
@@ -112,8 +111,7 @@ void ArgmaxRows(const Tensor<T>& logits, std::span<std::int32_t> predictions) {
 }
 
 template <typename T>
-T ComputeAverageLoss(std::span<const T> per_example_loss, std::span<const T> sample_weight,
-                     std::int64_t denominator) {
+T ComputeAverageLoss(std::span<const T> per_example_loss, std::span<const T> sample_weight, std::int64_t denominator) {
   T sum = 0;
   for (std::size_t i = 0; i < per_example_loss.size(); ++i)
     sum += sample_weight.empty() ? per_example_loss[i] : per_example_loss[i] * sample_weight[i];
@@ -121,8 +119,8 @@ T ComputeAverageLoss(std::span<const T> per_example_loss, std::span<const T> sam
 }
 
 template <typename T>
-void AverageLossCoefficients(std::span<const T> sample_weight, std::int64_t batch, std::int64_t denominator,
-                             T upstream, std::span<T> coefficients) {
+void AverageLossCoefficients(std::span<const T> sample_weight, std::int64_t batch, std::int64_t denominator, T upstream,
+                             std::span<T> coefficients) {
   const T scale = DivNoNan(upstream, static_cast<T>(denominator));
   for (std::int64_t i = 0; i < batch; ++i) {
     const auto k = static_cast<std::size_t>(i);
@@ -130,12 +128,12 @@ void AverageLossCoefficients(std::span<const T> sample_weight, std::int64_t batc
   }
 }
 
-#define DTLAB_INSTANTIATE_LOSS(T)                                                                             \
+#define DTLAB_INSTANTIATE_LOSS(T)                                                                           \
   template void SparseCategoricalCrossentropyFromLogits<T>(const Tensor<T>&, std::span<const std::int32_t>, \
                                                            std::span<T>, std::span<const T>, Tensor<T>*);   \
-  template void ArgmaxRows<T>(const Tensor<T>&, std::span<std::int32_t>);                                  \
-  template std::vector<T> ApplyLossReduction<T>(std::span<const T>, std::span<const T>, LossReduction);    \
-  template T ComputeAverageLoss<T>(std::span<const T>, std::span<const T>, std::int64_t);                  \
+  template void ArgmaxRows<T>(const Tensor<T>&, std::span<std::int32_t>);                                   \
+  template std::vector<T> ApplyLossReduction<T>(std::span<const T>, std::span<const T>, LossReduction);     \
+  template T ComputeAverageLoss<T>(std::span<const T>, std::span<const T>, std::int64_t);                   \
   template void AverageLossCoefficients<T>(std::span<const T>, std::int64_t, std::int64_t, T, std::span<T>);
 DTLAB_INSTANTIATE_LOSS(float)
 DTLAB_INSTANTIATE_LOSS(double)

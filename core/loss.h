@@ -56,8 +56,7 @@ Status CheckReductionForCustomLoop(LossReduction reduction, KerasVersion keras);
 /// REQUIRES: labels in [0, C); losses.size() == B; coefficients.size() == B if dlogits.
 template <typename T>
 void SparseCategoricalCrossentropyFromLogits(const Tensor<T>& logits, std::span<const std::int32_t> labels,
-                                             std::span<T> losses, std::span<const T> coefficients,
-                                             Tensor<T>* dlogits);
+                                             std::span<T> losses, std::span<const T> coefficients, Tensor<T>* dlogits);
 
 /// Applies a Keras reduction to per-example losses (weighted by `sample_weight`
 /// when not empty): NONE returns the weighted losses, SUM their sum (one value),
@@ -94,8 +93,8 @@ T ComputeAverageLoss(std::span<const T> per_example_loss, std::span<const T> sam
 /// dL/dloss_i of ComputeAverageLoss, as TF's autodiff computes it:
 /// div_no_nan(upstream, d) * w_i.
 template <typename T>
-void AverageLossCoefficients(std::span<const T> sample_weight, std::int64_t batch, std::int64_t denominator,
-                             T upstream, std::span<T> coefficients);
+void AverageLossCoefficients(std::span<const T> sample_weight, std::int64_t batch, std::int64_t denominator, T upstream,
+                             std::span<T> coefficients);
 
 /// scale_regularization_loss: r / num_replicas_in_sync.
 template <typename T>

@@ -20,7 +20,8 @@ void MeanMetric::UpdateState(std::span<const float> values, std::span<const floa
 
 void SumMetric::UpdateState(std::span<const float> values, std::span<const float> sample_weight) {
   float sum = 0.0f;
-  for (std::size_t i = 0; i < values.size(); ++i) sum += sample_weight.empty() ? values[i] : values[i] * sample_weight[i];
+  for (std::size_t i = 0; i < values.size(); ++i)
+    sum += sample_weight.empty() ? values[i] : values[i] * sample_weight[i];
   total_ += sum;
 }
 

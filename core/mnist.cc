@@ -12,8 +12,8 @@ namespace dtlab {
 namespace {
 
 std::string ExpectedFilesList() {
-  return std::string(kTrainImagesFile) + "[.gz], " + kTrainLabelsFile + "[.gz], " +
-         kTestImagesFile + "[.gz], " + kTestLabelsFile + "[.gz]";
+  return std::string(kTrainImagesFile) + "[.gz], " + kTrainLabelsFile + "[.gz], " + kTestImagesFile + "[.gz], " +
+         kTestLabelsFile + "[.gz]";
 }
 
 bool IsRegularFile(const std::filesystem::path& path) {
@@ -46,10 +46,9 @@ StatusOr<TrainTestData> LoadFromDirectory(const std::string& name, const std::st
   DTLAB_ASSIGN_OR_RETURN(data.train, LoadImagesAndLabels(train_images, train_labels, kNumClasses));
   DTLAB_ASSIGN_OR_RETURN(data.test, LoadImagesAndLabels(test_images, test_labels, kNumClasses));
   if (data.train.height != data.test.height || data.train.width != data.test.width) {
-    return Status::Corruption(
-        directory + ": training images are " + std::to_string(data.train.height) + "x" +
-        std::to_string(data.train.width) + " but test images are " +
-        std::to_string(data.test.height) + "x" + std::to_string(data.test.width));
+    return Status::Corruption(directory + ": training images are " + std::to_string(data.train.height) + "x" +
+                              std::to_string(data.train.width) + " but test images are " +
+                              std::to_string(data.test.height) + "x" + std::to_string(data.test.width));
   }
   data.name = name;
   data.directory = directory;
@@ -58,17 +57,16 @@ StatusOr<TrainTestData> LoadFromDirectory(const std::string& name, const std::st
 
 }  // namespace
 
-StatusOr<ImageDataset> LoadImagesAndLabels(const std::string& images_path,
-                                           const std::string& labels_path, int num_classes) {
+StatusOr<ImageDataset> LoadImagesAndLabels(const std::string& images_path, const std::string& labels_path,
+                                           int num_classes) {
   if (num_classes < 1 || num_classes > 256) {
-    return Status::InvalidArgument("num_classes must be in [1, 256], got " +
-                                   std::to_string(num_classes));
+    return Status::InvalidArgument("num_classes must be in [1, 256], got " + std::to_string(num_classes));
   }
   DTLAB_ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(images_path));
   DTLAB_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path));
   if (images.dims.size() != 3) {
-    return Status::Corruption(images_path + ": images must have 3 dimensions (count, rows, " +
-                              "cols), found " + std::to_string(images.dims.size()));
+    return Status::Corruption(images_path + ": images must have 3 dimensions (count, rows, " + "cols), found " +
+                              std::to_string(images.dims.size()));
   }
   if (labels.dims.size() != 1) {
     return Status::Corruption(labels_path + ": labels must have 1 dimension (count), found " +
@@ -76,8 +74,8 @@ StatusOr<ImageDataset> LoadImagesAndLabels(const std::string& images_path,
   }
   if (images.dims[0] != labels.dims[0]) {
     return Status::Corruption("image and label counts differ: " + images_path + " holds " +
-                              std::to_string(images.dims[0]) + " images but " + labels_path +
-                              " holds " + std::to_string(labels.dims[0]) + " labels");
+                              std::to_string(images.dims[0]) + " images but " + labels_path + " holds " +
+                              std::to_string(labels.dims[0]) + " labels");
   }
 
   ImageDataset data;
@@ -90,8 +88,8 @@ StatusOr<ImageDataset> LoadImagesAndLabels(const std::string& images_path,
   for (std::size_t i = 0; i < labels.values.size(); ++i) {
     if (labels.values[i] >= num_classes) {
       return Status::Corruption(labels_path + ": label " + std::to_string(i) + " is " +
-                                std::to_string(labels.values[i]) + ", outside [0, " +
-                                std::to_string(num_classes) + ")");
+                                std::to_string(labels.values[i]) + ", outside [0, " + std::to_string(num_classes) +
+                                ")");
     }
     data.labels[i] = labels.values[i];
   }
@@ -106,29 +104,26 @@ StatusOr<TrainTestData> LoadMnistStyleDataset(const std::string& dataset) {
   return LoadMnistStyleDataset(dataset, DTLAB_DATASETS_DIR);
 }
 
-StatusOr<TrainTestData> LoadMnistStyleDataset(const std::string& dataset,
-                                              const std::string& datasets_root) {
+StatusOr<TrainTestData> LoadMnistStyleDataset(const std::string& dataset, const std::string& datasets_root) {
   if (dataset == "fashion-mnist" || dataset == "mnist") {
     const std::string directory = (std::filesystem::path(datasets_root) / dataset).string();
     if (!IsDirectory(directory)) {
       const std::string how_to_get =
-          dataset == "fashion-mnist"
-              ? "install it with: apt-get install dataset-fashion-mnist (or pass --dataset DIR "
-                "holding the four IDX files)"
-              : "pass --dataset DIR holding the four IDX files (" + ExpectedFilesList() + ")";
-      return Status::NotFound("data set '" + dataset + "' not found: " + directory +
-                              " does not exist; " + how_to_get);
+          dataset == "fashion-mnist" ? "install it with: apt-get install dataset-fashion-mnist (or pass --dataset DIR "
+                                       "holding the four IDX files)"
+                                     : "pass --dataset DIR holding the four IDX files (" + ExpectedFilesList() + ")";
+      return Status::NotFound("data set '" + dataset + "' not found: " + directory + " does not exist; " + how_to_get);
     }
     return LoadFromDirectory(dataset, directory);
   }
   if (IsDirectory(dataset)) return LoadFromDirectory(dataset, dataset);
   return Status::NotFound("unknown data set '" + dataset +
-                          "': expected 'fashion-mnist', 'mnist', or a directory holding the " +
-                          "four IDX files (" + ExpectedFilesList() + ")");
+                          "': expected 'fashion-mnist', 'mnist', or a directory holding the " + "four IDX files (" +
+                          ExpectedFilesList() + ")");
 }
 
-ImageDataset MakeSyntheticDataset(std::int64_t count, std::int64_t height, std::int64_t width,
-                                  int num_classes, std::uint64_t seed) {
+ImageDataset MakeSyntheticDataset(std::int64_t count, std::int64_t height, std::int64_t width, int num_classes,
+                                  std::uint64_t seed) {
   count = std::max<std::int64_t>(count, 0);
   height = std::max<std::int64_t>(height, 1);
   width = std::max<std::int64_t>(width, 1);
@@ -159,8 +154,7 @@ ImageDataset MakeSyntheticDataset(std::int64_t count, std::int64_t height, std::
     float* image = data.images.data() + i * height * width;
     for (std::int64_t y = 0; y < height; ++y) {
       for (std::int64_t x = 0; x < width; ++x) {
-        const bool in_block =
-            y >= top && y < top + cell_height && x >= left && x < left + cell_width;
+        const bool in_block = y >= top && y < top + cell_height && x >= left && x < left + cell_width;
         const float noise = rng.UniformFloat() * 0.3f;
         image[y * width + x] = in_block ? 0.7f + noise : noise;
       }

@@ -57,8 +57,8 @@ inline constexpr const char* kTestLabelsFile = "t10k-labels-idx1-ubyte";
 /// ReadIdxFile; Corruption if the images are not 3-D or the labels not 1-D, if the
 /// counts differ (the message names both counts and both files), or if a label is
 /// >= num_classes (the message names the first bad index and its value).
-StatusOr<ImageDataset> LoadImagesAndLabels(const std::string& images_path,
-                                           const std::string& labels_path, int num_classes);
+StatusOr<ImageDataset> LoadImagesAndLabels(const std::string& images_path, const std::string& labels_path,
+                                           int num_classes);
 
 /// Loads a training and a test split with 10 classes. `dataset` is
 ///   "fashion-mnist"  the directory DTLAB_DATASETS_DIR "/fashion-mnist",
@@ -75,8 +75,7 @@ StatusOr<TrainTestData> LoadMnistStyleDataset(const std::string& dataset);
 
 /// As above, but named data sets are looked up under `datasets_root` instead of
 /// DTLAB_DATASETS_DIR (for relocated installs and tests).
-StatusOr<TrainTestData> LoadMnistStyleDataset(const std::string& dataset,
-                                              const std::string& datasets_root);
+StatusOr<TrainTestData> LoadMnistStyleDataset(const std::string& dataset, const std::string& datasets_root);
 
 /// A deterministic, learnable synthetic data set of `count` single-channel images.
 ///
@@ -84,7 +83,7 @@ StatusOr<TrainTestData> LoadMnistStyleDataset(const std::string& dataset,
 /// from CounterRng(seed, RngPurpose::kSynthetic, i): uniform noise in [0, 0.3)
 /// plus a bright block (values in [0.7, 1)) whose position in the image depends
 /// on the label. REQUIRES: count >= 0, height >= 1, width >= 1, num_classes >= 1.
-ImageDataset MakeSyntheticDataset(std::int64_t count, std::int64_t height, std::int64_t width,
-                                  int num_classes, std::uint64_t seed);
+ImageDataset MakeSyntheticDataset(std::int64_t count, std::int64_t height, std::int64_t width, int num_classes,
+                                  std::uint64_t seed);
 
 }  // namespace dtlab

@@ -126,8 +126,8 @@ const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Te
 }
 
 template <typename T>
-void Sequential<T>::Backward(const ParameterList<T>& params, Tensor<T>& dlogits, Workspace& ws,
-                             ParameterList<T>& grads, ParameterList<T>* magnitudes) const {
+void Sequential<T>::Backward(const ParameterList<T>& params, Tensor<T>& dlogits, Workspace& ws, ParameterList<T>& grads,
+                             ParameterList<T>* magnitudes) const {
   Tensor<T>* dy = &dlogits;
   std::vector<const Tensor<T>*> layer_params;
   std::vector<Tensor<T>*> layer_grads, layer_magnitudes;

@@ -23,9 +23,9 @@ using ParameterList = std::vector<Tensor<T>>;
 
 /// One trainable variable of a model.
 struct ModelParameter {
-  std::string name;    // "<layer>/<kernel|bias>"
+  std::string name;  // "<layer>/<kernel|bias>"
   ParameterSpec spec;
-  std::size_t layer;   // index of the owning layer
+  std::size_t layer;  // index of the owning layer
 };
 
 template <typename T>
@@ -35,7 +35,7 @@ class Sequential {
   struct Workspace {
     std::vector<Tensor<T>> activations;  // activations[0] = input, [i+1] = layer i output
     std::vector<LayerCache<T>> caches;
-    Tensor<T> gradient_a, gradient_b;    // ping-pong buffers for the backward pass
+    Tensor<T> gradient_a, gradient_b;  // ping-pong buffers for the backward pass
   };
 
   /// `example_shape` is one input example's shape; `l2` the kernel regularizer

@@ -43,8 +43,7 @@ class Optimizer {
 
   /// One update of every parameter with its gradient, then iterations += 1.
   /// REQUIRES: Build() was called with parameters of the same shapes.
-  virtual void Apply(std::span<Tensor<float>> params, std::span<const Tensor<float>> grads,
-                     float learning_rate) = 0;
+  virtual void Apply(std::span<Tensor<float>> params, std::span<const Tensor<float>> grads, float learning_rate) = 0;
 
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t iterations) { iterations_ = iterations; }

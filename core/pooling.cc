@@ -9,8 +9,8 @@ Shape MaxPooling2D<T>::OutputShape(const Shape& in) const {
 }
 
 template <typename T>
-void MaxPooling2D<T>::Forward(std::span<const Tensor<T>* const> /*params*/, const Tensor<T>& x,
-                              Tensor<T>& y, LayerCache<T>& cache) const {
+void MaxPooling2D<T>::Forward(std::span<const Tensor<T>* const> /*params*/, const Tensor<T>& x, Tensor<T>& y,
+                              LayerCache<T>& cache) const {
   const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2), channels = x.dim(3);
   const std::int64_t out_h = height / 2, out_w = width / 2;
   y.Resize({batch, out_h, out_w, channels});
@@ -23,8 +23,7 @@ void MaxPooling2D<T>::Forward(std::span<const Tensor<T>* const> /*params*/, cons
       for (std::int64_t ow = 0; ow < out_w; ++ow) {
         const std::int64_t o = ((b * out_h + oh) * out_w + ow) * channels;
         const std::int64_t i00 = ((b * height + 2 * oh) * width + 2 * ow) * channels;
-        const std::int64_t offsets[4] = {i00, i00 + channels, i00 + width * channels,
-                                         i00 + (width + 1) * channels};
+        const std::int64_t offsets[4] = {i00, i00 + channels, i00 + width * channels, i00 + (width + 1) * channels};
         for (std::int64_t c = 0; c < channels; ++c) {
           std::int64_t best = offsets[0] + c;
           for (int k = 1; k < 4; ++k)
@@ -36,10 +35,9 @@ void MaxPooling2D<T>::Forward(std::span<const Tensor<T>* const> /*params*/, cons
 }
 
 template <typename T>
-void MaxPooling2D<T>::Backward(std::span<const Tensor<T>* const> /*params*/, const Tensor<T>& x,
-                               const Tensor<T>& /*y*/, Tensor<T>& dy, Tensor<T>* dx,
-                               std::span<Tensor<T>* const> /*param_grads*/, LayerCache<T>& cache,
-                               std::span<Tensor<T>* const> /*magnitudes*/) const {
+void MaxPooling2D<T>::Backward(std::span<const Tensor<T>* const> /*params*/, const Tensor<T>& x, const Tensor<T>& /*y*/,
+                               Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> /*param_grads*/,
+                               LayerCache<T>& cache, std::span<Tensor<T>* const> /*magnitudes*/) const {
   if (dx == nullptr) return;
   dx->Resize(x.shape());
   dx->SetZero();

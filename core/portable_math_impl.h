@@ -51,7 +51,7 @@ inline constexpr std::uint32_t kFloatQuietNanBits = 0x7fc00000u;
 
 // ln 2 split Cody-Waite style: kLn2High has its low 21 significand bits zero, so
 // k * kLn2High is exact for |k| < 2^21, and kLn2High + kLn2Low is ln 2 to ~2^-86.
-inline constexpr double kLn2High = 0x1.62e42feep-1;     // 6.93147180369123816490e-01
+inline constexpr double kLn2High = 0x1.62e42feep-1;       // 6.93147180369123816490e-01
 inline constexpr double kLn2Low = 0x1.a39ef35793c76p-33;  // 1.90821492927058770002e-10
 inline constexpr double kInverseLn2 = 0x1.71547652b82fep+0;
 inline constexpr double kSqrt2 = 0x1.6a09e667f3bcdp+0;
@@ -104,10 +104,10 @@ inline DTLAB_HOST_DEVICE float Exp(float x) {
 
 inline DTLAB_HOST_DEVICE float Log(float x) {
   using namespace portable_math_detail;
-  if (!(x > 0.0f && x <= 0x1.fffffep+127f)) {  // not a positive finite float
-    if (x != x) return x + x;  // NaN in, NaN out (quieted)
+  if (!(x > 0.0f && x <= 0x1.fffffep+127f)) {                      // not a positive finite float
+    if (x != x) return x + x;                                      // NaN in, NaN out (quieted)
     if (x == 0.0f) return FloatFromBits(kFloatMinusInfinityBits);  // +0 and -0
-    if (x > 0.0f) return x;  // +inf
+    if (x > 0.0f) return x;                                        // +inf
     return FloatFromBits(kFloatQuietNanBits);
   }
   // In double even float subnormals are normal, so one decomposition serves all:

@@ -16,9 +16,9 @@ class ReLU final : public Layer<T> {
   Shape OutputShape(const Shape& example_input) const override { return example_input; }
   void Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
                LayerCache<T>& cache) const override;
-  void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
-                Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads,
-                LayerCache<T>& cache, std::span<Tensor<T>* const> param_grad_magnitudes = {}) const override;
+  void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y, Tensor<T>& dy,
+                Tensor<T>* dx, std::span<Tensor<T>* const> param_grads, LayerCache<T>& cache,
+                std::span<Tensor<T>* const> param_grad_magnitudes = {}) const override;
 };
 
 }  // namespace dtlab

@@ -22,10 +22,9 @@ void Reshape<T>::Forward(std::span<const Tensor<T>* const> /*params*/, const Ten
 }
 
 template <typename T>
-void Reshape<T>::Backward(std::span<const Tensor<T>* const> /*params*/, const Tensor<T>& x,
-                          const Tensor<T>& /*y*/, Tensor<T>& dy, Tensor<T>* dx,
-                          std::span<Tensor<T>* const> /*param_grads*/, LayerCache<T>& /*cache*/,
-                          std::span<Tensor<T>* const> /*magnitudes*/) const {
+void Reshape<T>::Backward(std::span<const Tensor<T>* const> /*params*/, const Tensor<T>& x, const Tensor<T>& /*y*/,
+                          Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> /*param_grads*/,
+                          LayerCache<T>& /*cache*/, std::span<Tensor<T>* const> /*magnitudes*/) const {
   if (dx == nullptr) return;
   dx->Resize(x.shape());
   std::copy(dy.data(), dy.data() + dy.size(), dx->data());

@@ -16,8 +16,7 @@ inline void MulHiLo(std::uint32_t a, std::uint32_t b, std::uint32_t& hi, std::ui
 
 }  // namespace
 
-std::array<std::uint32_t, 4> Philox4x32(std::array<std::uint32_t, 4> ctr,
-                                        std::array<std::uint32_t, 2> key) {
+std::array<std::uint32_t, 4> Philox4x32(std::array<std::uint32_t, 4> ctr, std::array<std::uint32_t, 2> key) {
   for (int round = 0; round < 10; ++round) {
     std::uint32_t hi0, lo0, hi1, lo1;
     MulHiLo(kPhiloxM0, ctr[0], hi0, lo0);
@@ -31,9 +30,8 @@ std::array<std::uint32_t, 4> Philox4x32(std::array<std::uint32_t, 4> ctr,
 
 std::uint32_t CounterRng::NextU32() {
   if (used_ == 4) {
-    buffer_ = Philox4x32({block_, static_cast<std::uint32_t>(index_),
-                          static_cast<std::uint32_t>(index_ >> 32), purpose_},
-                         key_);
+    buffer_ = Philox4x32(
+        {block_, static_cast<std::uint32_t>(index_), static_cast<std::uint32_t>(index_ >> 32), purpose_}, key_);
     ++block_;
     used_ = 0;
   }

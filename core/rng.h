@@ -16,16 +16,15 @@ namespace dtlab {
 
 /// What a stream of random numbers is for. Distinct purposes never share numbers.
 enum class RngPurpose : std::uint32_t {
-  kWeightInit = 1,   // index: parameter number in model order
-  kShuffle = 2,      // index: shuffle stage and iteration (see dataset.h)
-  kTest = 3,         // tests and property checks
-  kSynthetic = 4,    // synthetic data sets
-  kStraggler = 5,    // simulated step-time jitter; index: worker << 44 | epoch << 24 | batch
+  kWeightInit = 1,  // index: parameter number in model order
+  kShuffle = 2,     // index: shuffle stage and iteration (see dataset.h)
+  kTest = 3,        // tests and property checks
+  kSynthetic = 4,   // synthetic data sets
+  kStraggler = 5,   // simulated step-time jitter; index: worker << 44 | epoch << 24 | batch
 };
 
 /// One Philox4x32-10 block: 128 random bits from a 128-bit counter and 64-bit key.
-std::array<std::uint32_t, 4> Philox4x32(std::array<std::uint32_t, 4> counter,
-                                        std::array<std::uint32_t, 2> key);
+std::array<std::uint32_t, 4> Philox4x32(std::array<std::uint32_t, 4> counter, std::array<std::uint32_t, 2> key);
 
 /// A stream of random numbers keyed by (seed, purpose, index).
 class CounterRng {
@@ -48,9 +47,9 @@ class CounterRng {
   std::array<std::uint32_t, 2> key_;
   std::uint32_t purpose_;
   std::uint64_t index_;
-  std::uint32_t block_ = 0;   // which Philox block of this stream
+  std::uint32_t block_ = 0;  // which Philox block of this stream
   std::array<std::uint32_t, 4> buffer_{};
-  int used_ = 4;              // words of buffer_ already handed out
+  int used_ = 4;  // words of buffer_ already handed out
 };
 
 }  // namespace dtlab

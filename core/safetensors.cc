@@ -54,10 +54,14 @@ bool ParseHex8(const std::string& text, std::uint32_t* value) {
   std::uint32_t result = 0;
   for (char c : text) {
     int digit;
-    if (c >= '0' && c <= '9') digit = c - '0';
-    else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
-    else return false;
+    if (c >= '0' && c <= '9')
+      digit = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      digit = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      digit = c - 'A' + 10;
+    else
+      return false;
     result = (result << 4) | static_cast<std::uint32_t>(digit);
   }
   *value = result;
@@ -72,11 +76,21 @@ bool IsValidUtf8(std::string_view text) {
     const unsigned char c = s[i];
     std::size_t extra;
     std::uint32_t code;
-    if (c < 0x80) { ++i; continue; }
-    if (c >= 0xC2 && c <= 0xDF) { extra = 1; code = c & 0x1F; }
-    else if (c >= 0xE0 && c <= 0xEF) { extra = 2; code = c & 0x0F; }
-    else if (c >= 0xF0 && c <= 0xF4) { extra = 3; code = c & 0x07; }
-    else return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+      code = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      code = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      code = c & 0x07;
+    } else
+      return false;
     if (i + extra >= n) return false;
     for (std::size_t k = 1; k <= extra; ++k) {
       if ((s[i + k] & 0xC0) != 0x80) return false;
@@ -128,27 +142,36 @@ std::vector<T> CopyElements(const TensorEntry& entry) {
   return values;
 }
 
-
 }  // namespace
 
 std::size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kU8: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kF64:
+      return 8;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kF64: return "F64";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
-    case DType::kU8: return "U8";
+    case DType::kF32:
+      return "F32";
+    case DType::kF64:
+      return "F64";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    case DType::kU8:
+      return "U8";
   }
   return "?";
 }
@@ -174,14 +197,12 @@ Status SafetensorsFile::AddEntry(TensorEntry entry) {
   DTLAB_RETURN_IF_ERROR(CheckNewName(entry.name));
   std::uint64_t expected_bytes = 0;
   if (!ByteCount(entry.shape, DTypeSize(entry.dtype), &expected_bytes)) {
-    return Status::InvalidArgument("tensor '" + entry.name + "': invalid shape " +
-                                   ShapeToString(entry.shape));
+    return Status::InvalidArgument("tensor '" + entry.name + "': invalid shape " + ShapeToString(entry.shape));
   }
   if (expected_bytes != entry.bytes.size()) {
-    return Status::InvalidArgument(
-        "tensor '" + entry.name + "': " + std::to_string(entry.bytes.size()) +
-        " bytes do not match dtype " + std::string(DTypeName(entry.dtype)) + " and shape " +
-        ShapeToString(entry.shape) + " (" + std::to_string(expected_bytes) + " bytes)");
+    return Status::InvalidArgument("tensor '" + entry.name + "': " + std::to_string(entry.bytes.size()) +
+                                   " bytes do not match dtype " + std::string(DTypeName(entry.dtype)) + " and shape " +
+                                   ShapeToString(entry.shape) + " (" + std::to_string(expected_bytes) + " bytes)");
   }
   index_by_name_.emplace(entry.name, entries_.size());
   entries_.push_back(std::move(entry));
@@ -218,9 +239,8 @@ StatusOr<const TensorEntry*> SafetensorsFile::FindTyped(std::string_view name, D
     return Status::NotFound("no tensor named '" + std::string(name) + "'");
   }
   if (entry->dtype != dtype) {
-    return Status::Corruption("tensor '" + std::string(name) + "' has dtype " +
-                              std::string(DTypeName(entry->dtype)) + ", expected " +
-                              std::string(DTypeName(dtype)));
+    return Status::Corruption("tensor '" + std::string(name) + "' has dtype " + std::string(DTypeName(entry->dtype)) +
+                              ", expected " + std::string(DTypeName(dtype)));
   }
   return entry;
 }
@@ -306,13 +326,14 @@ struct Placement {
 
 // Parses one tensor's description into `entry` (without bytes) and `placement`.
 // Returns an error message, empty on success.
-std::string ParseTensorDescription(const std::string& name, const Json& description,
-                                   TensorEntry* entry, std::uint64_t* begin, std::uint64_t* end) {
+std::string ParseTensorDescription(const std::string& name, const Json& description, TensorEntry* entry,
+                                   std::uint64_t* begin, std::uint64_t* end) {
   const std::string what = "tensor '" + name + "': ";
   if (!description.is_object()) return what + "description is not a JSON object";
   for (const auto& [key, value] : description.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets")
-      return what + "unknown key \"" + Printable(key) + "\" (a tensor description holds dtype, shape and "
+      return what + "unknown key \"" + Printable(key) +
+             "\" (a tensor description holds dtype, shape and "
              "data_offsets only)";
   }
   auto dtype_it = description.find("dtype");
@@ -351,45 +372,40 @@ std::string ParseTensorDescription(const std::string& name, const Json& descript
   *begin = (*offsets_it)[0].get<std::uint64_t>();
   *end = (*offsets_it)[1].get<std::uint64_t>();
   if (*begin > *end) {
-    return what + "data_offsets [" + std::to_string(*begin) + ", " + std::to_string(*end) +
-           "] end before they begin";
+    return what + "data_offsets [" + std::to_string(*begin) + ", " + std::to_string(*end) + "] end before they begin";
   }
   std::uint64_t expected_bytes = 0;
   if (!ByteCount(entry->shape, DTypeSize(entry->dtype), &expected_bytes)) {
     return what + "shape " + ShapeToString(entry->shape) + " is too large";
   }
   if (*end - *begin != expected_bytes) {
-    return what + "data_offsets [" + std::to_string(*begin) + ", " + std::to_string(*end) +
-           "] span " + std::to_string(*end - *begin) + " bytes, but dtype " + dtype_name +
-           " and shape " + ShapeToString(entry->shape) + " need " + std::to_string(expected_bytes);
+    return what + "data_offsets [" + std::to_string(*begin) + ", " + std::to_string(*end) + "] span " +
+           std::to_string(*end - *begin) + " bytes, but dtype " + dtype_name + " and shape " +
+           ShapeToString(entry->shape) + " need " + std::to_string(expected_bytes);
   }
   return {};
 }
 
 // Verifies the optional checksum `key` in `metadata` against `computed`.
-std::string CheckCrc(const std::map<std::string, std::string>& metadata, std::string_view key,
-                     std::uint32_t computed, const char* what) {
+std::string CheckCrc(const std::map<std::string, std::string>& metadata, std::string_view key, std::uint32_t computed,
+                     const char* what) {
   auto it = metadata.find(std::string(key));
   if (it == metadata.end()) return {};
   std::uint32_t stored = 0;
   if (!ParseHex8(it->second, &stored)) {
-    return "malformed \"" + std::string(key) + "\" metadata \"" + it->second +
-           "\" (expected 8 hex digits)";
+    return "malformed \"" + std::string(key) + "\" metadata \"" + it->second + "\" (expected 8 hex digits)";
   }
   if (stored != computed) {
-    return std::string(what) + "checksum mismatch: the file is corrupted (stored crc32 " +
-           it->second + ", computed " + Hex8(computed) + ")";
+    return std::string(what) + "checksum mismatch: the file is corrupted (stored crc32 " + it->second + ", computed " +
+           Hex8(computed) + ")";
   }
   return {};
 }
 
 }  // namespace
 
-StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
-                                           const std::string& origin_for_messages) {
-  auto corrupt = [&](const std::string& message) {
-    return Status::Corruption(origin_for_messages + ": " + message);
-  };
+StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes, const std::string& origin_for_messages) {
+  auto corrupt = [&](const std::string& message) { return Status::Corruption(origin_for_messages + ": " + message); };
   if (bytes.size() < 8) {
     return corrupt("file is " + std::to_string(bytes.size()) +
                    " bytes, too short for the 8-byte safetensors header length");
@@ -413,7 +429,8 @@ StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
   // its shape. Deeper text is refused before the parser sees it (its values copy
   // recursively: 100 000 '[' overflowed the stack before the CRC was checked).
   if (const std::string error = JsonNestingError(header_text, kMaxHeaderDepth); !error.empty())
-    return corrupt("header " + error + "; a safetensors header is an object of tensor descriptions whose "
+    return corrupt("header " + error +
+                   "; a safetensors header is an object of tensor descriptions whose "
                    "shape and data_offsets are flat lists");
   // Parse, rejecting duplicate keys (nlohmann would silently keep the last one).
   std::vector<std::set<std::string>> keys_by_depth;
@@ -454,12 +471,11 @@ StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
     TensorEntry entry;
     entry.name = key;
     Placement placement{0, 0, entries.size()};
-    const std::string error =
-        ParseTensorDescription(key, value, &entry, &placement.begin, &placement.end);
+    const std::string error = ParseTensorDescription(key, value, &entry, &placement.begin, &placement.end);
     if (!error.empty()) return corrupt(error);
     if (placement.end > data.size()) {
-      return corrupt("tensor '" + key + "': data_offsets end at " + std::to_string(placement.end) +
-                     ", beyond the " + std::to_string(data.size()) + "-byte data buffer");
+      return corrupt("tensor '" + key + "': data_offsets end at " + std::to_string(placement.end) + ", beyond the " +
+                     std::to_string(data.size()) + "-byte data buffer");
     }
     entries.push_back(std::move(entry));
     placements.push_back(placement);
@@ -494,8 +510,7 @@ StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
   if (parsed_file.metadata.count(std::string(kHeaderCrcKey)) != 0) {
     Json canonical = header;
     canonical[std::string(kMetadataKey)].erase(std::string(kHeaderCrcKey));
-    const std::string error = CheckCrc(parsed_file.metadata, kHeaderCrcKey,
-                                       Crc32(DumpCanonical(canonical)), "header ");
+    const std::string error = CheckCrc(parsed_file.metadata, kHeaderCrcKey, Crc32(DumpCanonical(canonical)), "header ");
     if (!error.empty()) return corrupt(error);
   }
   {

@@ -116,8 +116,7 @@ std::string SerializeSafetensors(const SafetensorsFile& file);
 /// an object or an entry with missing or mistyped fields, an unknown dtype, a
 /// negative dimension, offsets that do not match dtype and shape, lie outside
 /// the buffer, overlap or leave gaps, a duplicate key, or a checksum mismatch.
-StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
-                                           const std::string& origin_for_messages);
+StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes, const std::string& origin_for_messages);
 
 /// Reads and parses the file at `path` (ReadRegularFile, core/file_io.h: a
 /// regular file of at most kMaxCheckpointBytes). NotFound if it does not exist,

@@ -53,7 +53,7 @@ int ExitCodeFor(const Status& status);
 template <typename T>
 class StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : v_(std::move(status)) {}  // NOLINT: REQUIRES: !status.ok()
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
@@ -78,10 +78,10 @@ class StatusOr {
 #define DTLAB_CONCAT(a, b) DTLAB_CONCAT_INNER(a, b)
 
 /// Returns from the enclosing function if `expr` yields a non-OK Status.
-#define DTLAB_RETURN_IF_ERROR(expr)                      \
-  do {                                                   \
-    ::dtlab::Status dtlab_status_ = (expr);              \
-    if (!dtlab_status_.ok()) return dtlab_status_;       \
+#define DTLAB_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::dtlab::Status dtlab_status_ = (expr);        \
+    if (!dtlab_status_.ok()) return dtlab_status_; \
   } while (0)
 
 /// `DTLAB_ASSIGN_OR_RETURN(auto x, MakeX());` binds the value or returns the error.

@@ -58,16 +58,10 @@ class Tensor {
   void SetZero() { std::fill(data_.begin(), data_.end(), T(0)); }
 
   /// A flat Eigen view of all elements.
-  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Aligned64> flat() {
-    return {data_.data(), size()};
-  }
-  Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Aligned64> flat() const {
-    return {data_.data(), size()};
-  }
+  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Aligned64> flat() { return {data_.data(), size()}; }
+  Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Aligned64> flat() const { return {data_.data(), size()}; }
 
-  friend bool operator==(const Tensor& a, const Tensor& b) {
-    return a.shape_ == b.shape_ && a.data_ == b.data_;
-  }
+  friend bool operator==(const Tensor& a, const Tensor& b) { return a.shape_ == b.shape_ && a.data_ == b.data_; }
 
  private:
   Shape shape_;

@@ -58,8 +58,10 @@ std::string EscapeControl(std::string_view text, bool keep_line_breaks) {
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x80) {
-      if ((c >= 0x20 && c != 0x7f) || (keep_line_breaks && (c == '\n' || c == '\t'))) out += static_cast<char>(c);
-      else AppendEscape(out, "\\x%02x", c);
+      if ((c >= 0x20 && c != 0x7f) || (keep_line_breaks && (c == '\n' || c == '\t')))
+        out += static_cast<char>(c);
+      else
+        AppendEscape(out, "\\x%02x", c);
       ++i;
       continue;
     }
@@ -69,8 +71,10 @@ std::string EscapeControl(std::string_view text, bool keep_line_breaks) {
       AppendEscape(out, "\\x%02x", c);
       ++i;
     } else {
-      if (IsInvisibleControl(code_point)) AppendEscape(out, "\\u%04x", code_point);
-      else out.append(text.substr(i, length));
+      if (IsInvisibleControl(code_point))
+        AppendEscape(out, "\\u%04x", code_point);
+      else
+        out.append(text.substr(i, length));
       i += length;
     }
   }
@@ -96,8 +100,10 @@ std::string JsonNestingError(std::string_view text, int max_depth) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;  // the escaped character cannot end the string
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;  // the escaped character cannot end the string
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {

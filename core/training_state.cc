@@ -38,7 +38,8 @@ StatusOr<Tensor<float>> GetShaped(const SafetensorsFile& file, const std::string
 Status CheckRestoredCounters(const TrainingState& state, std::int64_t iterations, float accuracy_total,
                              float accuracy_count) {
   auto damaged = [](const std::string& what) {
-    return Status::Corruption("checkpoint " + what + "; the checkpoint is damaged or was not written by dtlab "
+    return Status::Corruption("checkpoint " + what +
+                              "; the checkpoint is damaged or was not written by dtlab "
                               "(delete it, or use another --checkpoint-dir)");
   };
   auto count = [&](const char* name, std::int64_t value, std::int64_t limit) -> Status {
@@ -118,8 +119,9 @@ Status RestoreCheckpoint(const SafetensorsFile& checkpoint, const Sequential<flo
   const auto& params = model.parameters();
   for (std::size_t s = 0; s < slots.size(); ++s)
     for (std::size_t i = 0; i < params.size(); ++i) {
-      DTLAB_ASSIGN_OR_RETURN(state.optimizer->slot(s, i),
-                             GetShaped(checkpoint, "optimizer/" + slots[s] + "/" + params[i].name, params[i].spec.shape));
+      DTLAB_ASSIGN_OR_RETURN(
+          state.optimizer->slot(s, i),
+          GetShaped(checkpoint, "optimizer/" + slots[s] + "/" + params[i].name, params[i].spec.shape));
     }
   DTLAB_ASSIGN_OR_RETURN(std::int64_t iterations, GetI64Scalar(checkpoint, "optimizer/iterations"));
   state.optimizer->set_iterations(iterations);

@@ -27,8 +27,8 @@ void Require(bool condition, const char* what) {
 }
 
 using Command = int (*)(const std::vector<std::string>&);
-constexpr Command kCommands[] = {dtlab::cli::TrainCommand,   dtlab::cli::EvalCommand,  dtlab::cli::CheckCommand,
-                                 dtlab::cli::RunCommand,     dtlab::cli::ListCommand,  dtlab::cli::LessonCommand,
+constexpr Command kCommands[] = {dtlab::cli::TrainCommand,   dtlab::cli::EvalCommand,   dtlab::cli::CheckCommand,
+                                 dtlab::cli::RunCommand,     dtlab::cli::ListCommand,   dtlab::cli::LessonCommand,
                                  dtlab::cli::ClusterCommand, dtlab::cli::ReplayCommand, dtlab::cli::DevicesCommand};
 
 void CheckFault(std::string_view text, std::int32_t replicas) {

@@ -42,8 +42,8 @@ expect = "pass"
 // `path` must be `parent`/`name` exactly, with no "." or ".." to walk out.
 void ExpectDirectlyUnder(const std::string& parent, const std::string& name, const std::string& path) {
   const std::filesystem::path normal = std::filesystem::path(path).lexically_normal();
-  if (normal.parent_path() != std::filesystem::path(parent) || normal.filename() != name ||
-      name == "." || name == ".." || name.empty())
+  if (normal.parent_path() != std::filesystem::path(parent) || normal.filename() != name || name == "." ||
+      name == ".." || name.empty())
     Escape("run '" + name + "'", path);
 }
 

@@ -47,6 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Require(!dtlab::CheckTfConfigAgainstWorld(*config, workers, 0).ok(), "ps and evaluator tasks are not ranks");
   }
   // A world drawn from the input: any answer, no crash.
-  (void)dtlab::CheckTfConfigAgainstWorld(*config, static_cast<int>(size % 7) - 1, data[0] % 9 - 2);  // size > 0: "" is refused
+  (void)dtlab::CheckTfConfigAgainstWorld(*config, static_cast<int>(size % 7) - 1,
+                                         data[0] % 9 - 2);  // size > 0: "" is refused
   return 0;
 }

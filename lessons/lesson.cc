@@ -34,8 +34,8 @@ constexpr std::string_view kShowItems = "table, values";
 // Info strings of ordinary code fences, shown as narrative. A closed list, so that a
 // typo such as ```rn is an error instead of a run block silently shown as code.
 constexpr std::string_view kNarrativeFences[] = {
-    "text", "txt", "plaintext", "output", "console", "sh", "bash", "shell", "python", "py", "cpp", "c++",
-    "c", "cuda", "toml", "json", "yaml", "ini", "diff", "markdown", "md", "csv", "tsv"};
+    "text", "txt",  "plaintext", "output", "console", "sh",  "bash", "shell",    "python", "py",  "cpp", "c++",
+    "c",    "cuda", "toml",      "json",   "yaml",    "ini", "diff", "markdown", "md",     "csv", "tsv"};
 
 Status Error(const std::string& path, int line, const std::string& what) {
   return Status::InvalidArgument(path + ":" + std::to_string(line) + ": " + what);
@@ -101,8 +101,9 @@ Status ParseFrontMatter(const std::vector<std::string>& lines, std::size_t close
     if (text.empty() || text.front() == '#') continue;  // blank lines and YAML-style comments
     const std::size_t colon = text.find(':');
     if (colon == std::string_view::npos) {
-      return Error(path, line, "expected 'key: value' in the front matter, got '" + std::string(text) +
-                                   "'; allowed keys are title, summary, order");
+      return Error(path, line,
+                   "expected 'key: value' in the front matter, got '" + std::string(text) +
+                       "'; allowed keys are title, summary, order");
     }
     const std::string key(Trim(text.substr(0, colon)));
     std::string_view value = Trim(text.substr(colon + 1));
@@ -119,7 +120,8 @@ Status ParseFrontMatter(const std::vector<std::string>& lines, std::size_t close
       // Digits with an optional sign, in range: "3", "-1"; not "3.5" or "three".
       auto parsed = ParseInteger<int>(Trim(value), "order", -1000000, 1000000);
       if (!parsed.ok())
-        return Error(path, line, "order must be an integer (lessons are listed by it), got '" + std::string(value) + "'");
+        return Error(path, line,
+                     "order must be an integer (lessons are listed by it), got '" + std::string(value) + "'");
       lesson->order = *parsed;
     } else {
       if (value.empty()) return Error(path, line, "front-matter key '" + key + "' is empty");
@@ -158,13 +160,20 @@ StatusOr<toml::table> ParseToml(const std::string& body, const std::string& path
 
 std::string TypeName(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "a list";
-    case toml::node_type::table: return "a table";
-    default: return "a date or time";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "a list";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date or time";
   }
 }
 
@@ -183,8 +192,9 @@ class BlockReader {
   Status CheckKeys() const {
     for (auto&& [key, node] : table_) {
       if (!IsListed(key.str())) {
-        return Error(path_, LineOf(node), "unknown key '" + std::string(key.str()) + "' in a " + std::string(block_) +
-                                              " block; allowed keys are " + std::string(keys_));
+        return Error(path_, LineOf(node),
+                     "unknown key '" + std::string(key.str()) + "' in a " + std::string(block_) +
+                         " block; allowed keys are " + std::string(keys_));
       }
     }
     return Status::Ok();
@@ -195,8 +205,9 @@ class BlockReader {
     const toml::node* node = table_.get(key);
     if (node == nullptr) {
       if (!required) return Status::Ok();
-      return Error(path_, fence_line_, "the " + std::string(block_) + " block has no '" + std::string(key) +
-                                           "'; allowed keys are " + std::string(keys_));
+      return Error(path_, fence_line_,
+                   "the " + std::string(block_) + " block has no '" + std::string(key) + "'; allowed keys are " +
+                       std::string(keys_));
     }
     if (line != nullptr) *line = LineOf(*node);
     const auto* value = node->as_string();
@@ -216,15 +227,17 @@ class BlockReader {
     if (node == nullptr) return Status::Ok();
     const auto* array = node->as_array();
     if (array == nullptr) {
-      return Error(path_, LineOf(*node), "'" + std::string(key) + "' must be a list of strings like " +
-                                             std::string(example) + ", got " + TypeName(*node));
+      return Error(path_, LineOf(*node),
+                   "'" + std::string(key) + "' must be a list of strings like " + std::string(example) + ", got " +
+                       TypeName(*node));
     }
     out->clear();
     for (const toml::node& item : *array) {
       const auto* value = item.as_string();
       if (value == nullptr) {
-        return Error(path_, LineOf(item), "'" + std::string(key) + "' must be a list of strings like " +
-                                              std::string(example) + ", got an item that is " + TypeName(item));
+        return Error(path_, LineOf(item),
+                     "'" + std::string(key) + "' must be a list of strings like " + std::string(example) +
+                         ", got an item that is " + TypeName(item));
       }
       const std::string problem = check(value->get());
       if (!problem.empty()) return Error(path_, LineOf(item), problem);
@@ -274,9 +287,10 @@ StatusOr<LessonQuestion> ParseQuestion(const std::string& body, const std::strin
   if (const toml::node* node = table.get("tolerance")) {
     const std::optional<double> value =
         node->is_integer() || node->is_floating_point() ? node->value<double>() : std::nullopt;
-    if (!value) return Error(path, reader.LineOf(*node),
-                             "'tolerance' must be a non-negative number (a relative error: 0.05 allows 5%), got " +
-                                 TypeName(*node));
+    if (!value)
+      return Error(
+          path, reader.LineOf(*node),
+          "'tolerance' must be a non-negative number (a relative error: 0.05 allows 5%), got " + TypeName(*node));
     if (Status valid = CheckRelativeTolerance(*value, "'tolerance'"); !valid.ok())
       return Error(path, reader.LineOf(*node), valid.message());
     question.tolerance = *value;
@@ -362,8 +376,9 @@ Status ParseBody(const std::vector<std::string>& lines, std::size_t begin, Lesso
     }
     if (word == "question" || word == "run") {
       if (word != info) {
-        return Error(path, fence_line, "unexpected text after ```" + word + ": '" + std::string(info) +
-                                           "'; the fence line is just ```" + word);
+        return Error(
+            path, fence_line,
+            "unexpected text after ```" + word + ": '" + std::string(info) + "'; the fence line is just ```" + word);
       }
       FlushNarrative(&pending, pending_line, &lesson->blocks);
       std::string body;
@@ -496,8 +511,8 @@ StatusOr<Lesson> FindLesson(const std::string& dir, const std::string& name) {
   DTLAB_ASSIGN_OR_RETURN(const std::vector<fs::path> files, LessonFiles(dir));
   std::string names;
   for (const fs::path& f : files) names += (names.empty() ? "" : ", ") + f.stem().string();
-  return Status::NotFound("no lesson '" + name + "' in " + dir + "; lessons there: " +
-                          (names.empty() ? "(none)" : names));
+  return Status::NotFound("no lesson '" + name + "' in " + dir +
+                          "; lessons there: " + (names.empty() ? "(none)" : names));
 }
 
 }  // namespace dtlab

@@ -37,10 +37,10 @@ struct LessonQuestion {
 
 /// A ```run block: one scenario run, with overrides, and what to print of it.
 struct LessonRun {
-  std::string scenario;               // built-in name, or a path relative to the lesson file
-  std::vector<std::string> sets;      // "key=value" overrides, in order
+  std::string scenario;                       // built-in name, or a path relative to the lesson file
+  std::vector<std::string> sets;              // "key=value" overrides, in order
   std::vector<std::string> show = {"table"};  // each "table" or "values"; may be empty
-  int line = 0;                       // line of the opening fence
+  int line = 0;                               // line of the opening fence
 };
 
 using LessonBlock = std::variant<LessonNarrative, LessonQuestion, LessonRun>;

@@ -60,9 +60,9 @@ const double* FindValue(const Values& values, const std::string& name) {
 
 struct MdBlock {
   enum class Kind { kHeading, kParagraph, kItem, kQuote, kCode, kTable, kRule } kind = Kind::kParagraph;
-  int level = 0;          // heading level; list item indentation
-  std::string marker;     // list item marker: "-", "1." ...
-  std::string text;       // heading, paragraph, item, quote: lines joined by spaces
+  int level = 0;                   // heading level; list item indentation
+  std::string marker;              // list item marker: "-", "1." ...
+  std::string text;                // heading, paragraph, item, quote: lines joined by spaces
   std::vector<std::string> lines;  // code and table lines as written
 };
 
@@ -120,11 +120,14 @@ StatusOr<std::string> Interpolate(const std::string& line, int line_number, cons
     if (value != nullptr) {
       out += Number(*value);
     } else if (strict && values == nullptr) {
-      return Error(path, line_number, "{{" + name + "}} names a value of the latest run, but no ```run block comes "
-                                      "before this line");
+      return Error(path, line_number,
+                   "{{" + name +
+                       "}} names a value of the latest run, but no ```run block comes "
+                       "before this line");
     } else if (strict) {
-      return Error(path, line_number, "{{" + name + "}} is not a value of the latest run (scenario '" + run_name +
-                                          "'); " + NameList(*values));
+      return Error(
+          path, line_number,
+          "{{" + name + "}} is not a value of the latest run (scenario '" + run_name + "'); " + NameList(*values));
     } else {
       out += line.substr(open, close + 2 - open);
     }
@@ -474,8 +477,7 @@ StatusOr<PlayReport> PlayLesson(const Lesson& lesson, const LessonRunner& run, c
       if (value == nullptr) {
         return Error(lesson.path, question->answer_line,
                      "answer '" + question->answer + "' is not a value of scenario '" + run_block.scenario +
-                         "' (run at line " + std::to_string(run_block.line) + "); " +
-                         NameList(played.output.values));
+                         "' (run at line " + std::to_string(run_block.line) + "); " + NameList(played.output.values));
       }
       played.answers.push_back({question->answer, *value, std::nullopt, false});
     }
@@ -536,9 +538,15 @@ std::string RenderHandout(const Lesson& lesson, const PlayReport& played) {
       for (std::size_t b = 0; b < parsed->size(); ++b) {
         const MdBlock& md = (*parsed)[b];
         switch (md.kind) {
-          case MdBlock::Kind::kHeading: doc.AddHeading(std::min(4, md.level + 1), PlainInline(md.text)); break;
-          case MdBlock::Kind::kParagraph: doc.AddParagraph(PlainInline(md.text)); break;
-          case MdBlock::Kind::kQuote: doc.AddParagraph(PlainInline(md.text)); break;
+          case MdBlock::Kind::kHeading:
+            doc.AddHeading(std::min(4, md.level + 1), PlainInline(md.text));
+            break;
+          case MdBlock::Kind::kParagraph:
+            doc.AddParagraph(PlainInline(md.text));
+            break;
+          case MdBlock::Kind::kQuote:
+            doc.AddParagraph(PlainInline(md.text));
+            break;
           case MdBlock::Kind::kItem:
             doc.AddParagraph(std::string(static_cast<std::size_t>(md.level), ' ') + "\xE2\x80\xA2 " +
                              PlainInline(md.text));
@@ -550,7 +558,8 @@ std::string RenderHandout(const Lesson& lesson, const PlayReport& played) {
             doc.AddPreformatted(text);
             break;
           }
-          case MdBlock::Kind::kRule: break;
+          case MdBlock::Kind::kRule:
+            break;
         }
       }
     } else if (const auto* question = std::get_if<LessonQuestion>(&block)) {
@@ -559,8 +568,8 @@ std::string RenderHandout(const Lesson& lesson, const PlayReport& played) {
       doc.AddParagraph(question->ask);
     } else {
       const auto& run = std::get<LessonRun>(block);
-      const auto it = std::find_if(played.runs.begin(), played.runs.end(),
-                                   [&](const PlayedRun& r) { return r.block == k; });
+      const auto it =
+          std::find_if(played.runs.begin(), played.runs.end(), [&](const PlayedRun& r) { return r.block == k; });
       if (it == played.runs.end()) {
         questions.clear();
         continue;  // not played (a report from another lesson): nothing to show

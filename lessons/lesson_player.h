@@ -41,19 +41,19 @@ struct LessonRunOutput {
 using LessonRunner = std::function<StatusOr<LessonRunOutput>(const LessonRunRequest&)>;
 
 struct PlayOptions {
-  bool interactive = false;    // prompt for predictions on `in`
-  std::istream* in = nullptr;  // required when interactive
-  std::ostream* out = nullptr; // required
-  int width = 80;              // paragraphs are wrapped to this many columns
-  bool color = false;          // ANSI bold and colours
+  bool interactive = false;     // prompt for predictions on `in`
+  std::istream* in = nullptr;   // required when interactive
+  std::ostream* out = nullptr;  // required
+  int width = 80;               // paragraphs are wrapped to this many columns
+  bool color = false;           // ANSI bold and colours
 };
 
 /// A question's answer as played: the true value and the prediction, if any.
 struct PlayedAnswer {
-  std::string name;               // the value's name
-  double value = 0;               // what the run reported
+  std::string name;                  // the value's name
+  double value = 0;                  // what the run reported
   std::optional<double> prediction;  // empty: not interactive, skipped, or no number given
-  bool close = false;             // prediction within the question's tolerance
+  bool close = false;                // prediction within the question's tolerance
 };
 
 struct PlayedRun {

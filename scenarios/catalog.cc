@@ -35,8 +35,8 @@ StatusOr<std::string> ResolveScenarioPath(const std::string& name_or_path) {
   if (name.find('/') == std::string::npos && std::filesystem::is_regular_file(builtin, ec)) return builtin;
   const std::string names =
       JoinText(ListBuiltinScenarios(), ", ", [](const CatalogEntry& entry) { return entry.name; });
-  return Status::NotFound("no scenario file or built-in scenario '" + name_or_path + "'; built-in scenarios: " +
-                          names + " (dtlab list shows them with their descriptions)");
+  return Status::NotFound("no scenario file or built-in scenario '" + name_or_path + "'; built-in scenarios: " + names +
+                          " (dtlab list shows them with their descriptions)");
 }
 
 std::vector<CatalogEntry> ListBuiltinScenarios() {

@@ -37,12 +37,23 @@ std::string Escape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -139,13 +150,13 @@ struct Frame {  // the plot area
 
 void Text(std::string& out, double x, double y, const char* anchor, const std::string& text,
           const std::string& extra = "") {
-  out += "<text x=\"" + Num(x) + "\" y=\"" + Num(y) + "\" text-anchor=\"" + anchor + "\"" + extra + ">" +
-         Escape(text) + "</text>\n";
+  out += "<text x=\"" + Num(x) + "\" y=\"" + Num(y) + "\" text-anchor=\"" + anchor + "\"" + extra + ">" + Escape(text) +
+         "</text>\n";
 }
 
 void Line(std::string& out, double x1, double y1, double x2, double y2, const char* stroke) {
-  out += "<line x1=\"" + Num(x1) + "\" y1=\"" + Num(y1) + "\" x2=\"" + Num(x2) + "\" y2=\"" + Num(y2) +
-         "\" stroke=\"" + stroke + "\"/>\n";
+  out += "<line x1=\"" + Num(x1) + "\" y1=\"" + Num(y1) + "\" x2=\"" + Num(x2) + "\" y2=\"" + Num(y2) + "\" stroke=\"" +
+         stroke + "\"/>\n";
 }
 
 std::string SvgOpen(double height, const std::string& title) {
@@ -385,8 +396,9 @@ std::string RenderSvg(const TimelinePlot& plot) {
     const double y = f.top + kRowGap + static_cast<double>(lane_row[span.lane]) * (kRowHeight + kRowGap);
     const Colour& colour = kPalette[slot[span.kind]];
     const std::string what = span.label.empty() ? span.kind : span.label + " (" + span.kind + ")";
-    body += "<g><title>" + Escape(what + ": " + Short(start) + " to " + Short(end) + " " + plot.unit + ", " +
-                                  Short(end - start) + " " + plot.unit) +
+    body += "<g><title>" +
+            Escape(what + ": " + Short(start) + " to " + Short(end) + " " + plot.unit + ", " + Short(end - start) +
+                   " " + plot.unit) +
             "</title><rect x=\"" + Num(x) + "\" y=\"" + Num(y) + "\" width=\"" + Num(w) + "\" height=\"" +
             Num(kRowHeight) + "\" fill=\"" + colour.fill + "\"/>";
     if (!span.label.empty() && TextWidth(span.label) + 6 <= w) {

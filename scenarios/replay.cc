@@ -67,13 +67,16 @@ json RecordJson(const std::string& scenario, const ReplayOptions& options, const
     for (const StepMetrics& m : side.steps[r]) {
       json variables = json::array();
       for (const std::uint64_t d : m.variable_gradient_digests) variables.push_back(Hex(d, 16));
-      steps.push_back({{"step", m.step}, {"loss", Hex(FloatBits(m.loss), 8)}, {"loss_value", m.loss},
-                       {"gradient", Hex(m.gradient_digest, 16)}, {"weights", Hex(m.weights_digest, 16)},
+      steps.push_back({{"step", m.step},
+                       {"loss", Hex(FloatBits(m.loss), 8)},
+                       {"loss_value", m.loss},
+                       {"gradient", Hex(m.gradient_digest, 16)},
+                       {"weights", Hex(m.weights_digest, 16)},
                        {"variable_gradients", std::move(variables)}});
     }
     runs.push_back({{"name", side.names[r]}, {"status", side.statuses[r]}, {"steps", std::move(steps)}});
   }
-  return {{"format", kRecordFormat},  {"version", 1}, {"scenario", scenario}, {"math", "exact"},
+  return {{"format", kRecordFormat},        {"version", 1},        {"scenario", scenario},   {"math", "exact"},
           {"max_steps", options.max_steps}, {"set", options.sets}, {"runs", std::move(runs)}};
 }
 
@@ -93,18 +96,19 @@ StatusOr<Side> ReadRecord(const std::string& path, const std::string& scenario, 
   try {
     const json record = json::parse(*text);
     if (!record.is_object() || record.value("format", "") != kRecordFormat)
-      return Status::InvalidArgument(where + "not a replay record (write one with dtlab replay SCENARIO --backend cpu "
-                                             "--record FILE)");
+      return Status::InvalidArgument(where +
+                                     "not a replay record (write one with dtlab replay SCENARIO --backend cpu "
+                                     "--record FILE)");
     if (record.value("version", 0) != 1)
       return Status::InvalidArgument(where + "record version " + std::to_string(record.value("version", 0)) +
                                      " is not 1; record it again with this dtlab");
     if (record.value("scenario", "") != scenario)
-      return Status::InvalidArgument(where + "the record is of scenario '" + record.value("scenario", "") +
-                                     "', not '" + scenario + "'");
+      return Status::InvalidArgument(where + "the record is of scenario '" + record.value("scenario", "") + "', not '" +
+                                     scenario + "'");
     if (record.value("max_steps", std::int64_t{-1}) != options.max_steps)
-      return Status::InvalidArgument(where + "the record was made with --steps " +
-                                     std::to_string(record.value("max_steps", std::int64_t{-1})) + ", this replay has " +
-                                     std::to_string(options.max_steps) + "; use the same --steps");
+      return Status::InvalidArgument(
+          where + "the record was made with --steps " + std::to_string(record.value("max_steps", std::int64_t{-1})) +
+          ", this replay has " + std::to_string(options.max_steps) + "; use the same --steps");
     if (record.value("set", std::vector<std::string>{}) != options.sets)
       return Status::InvalidArgument(where + "the record was made with other --set values (" +
                                      record.value("set", json::array()).dump() + "); use the same");
@@ -201,7 +205,8 @@ StatusOr<std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequentia
     return Status::InvalidArgument("--devices chooses GPUs: it goes with --backend cuda");
   if (backend == "cpu" && streams != 0)
     return Status::InvalidArgument("--streams goes with --backend cuda (streams per GPU) or emulated (lanes)");
-  if (backend == "cpu") return Factory([](const Sequential<float>&) -> Made { return std::unique_ptr<ComputeBackend>(); });
+  if (backend == "cpu")
+    return Factory([](const Sequential<float>&) -> Made { return std::unique_ptr<ComputeBackend>(); });
   if (backend != "emulated" && backend != "cuda")
     return Status::InvalidArgument("--backend must be cpu, emulated or cuda, got '" + backend + "'");
   if (streams < 0)
@@ -229,15 +234,17 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
   if (std::find(names.begin(), names.end(), options.backend) == names.end())
     return Status::InvalidArgument("--backend must be cpu, emulated or cuda, got '" + options.backend + "'");
   if (!exact && (!options.against.empty() || !options.record.empty()))
-    return Status::InvalidArgument("--record and --against hold exact-mode digests; fast mode replays against the "
-                                   "CPU in the same process (drop them, or use --math exact)");
+    return Status::InvalidArgument(
+        "--record and --against hold exact-mode digests; fast mode replays against the "
+        "CPU in the same process (drop them, or use --math exact)");
   if (options.backend != "cpu" && !options.record.empty() && !options.against.empty())
     return Status::InvalidArgument("--record stores a CPU run's digests; with --against there is no CPU run");
   if (options.backend == "cpu" && !options.against.empty())
     return Status::InvalidArgument("--against compares a device with a record; --backend cpu is the recording side");
   if (options.backend == "cpu" && !exact)
-    return Status::InvalidArgument("--backend cpu --math fast compares nothing: fast mode checks a device against the "
-                                   "CPU's exact gradient; pick --backend emulated or cuda");
+    return Status::InvalidArgument(
+        "--backend cpu --math fast compares nothing: fast mode checks a device against the "
+        "CPU's exact gradient; pick --backend emulated or cuda");
   DTLAB_RETURN_IF_ERROR(ComputeBackendFactory(options.backend, options.devices, options.streams, 1).status());
   // A record aimed at a device, a FIFO or a directory is refused now, not after the run.
   if (!options.record.empty()) DTLAB_RETURN_IF_ERROR(ResolveOutputPath(options.record, "--record").status());
@@ -245,7 +252,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
   result.scenario = scenario_name;
   result.math = options.math;
   if (scenario.runs.empty() && !options.against.empty())
-    return Status::InvalidArgument("--against: scenario '" + scenario_name + "' trains nothing, so no record holds "
+    return Status::InvalidArgument("--against: scenario '" + scenario_name +
+                                   "' trains nothing, so no record holds "
                                    "steps of it");
 
   // Fail early, before any training, when the device is missing.
@@ -378,8 +386,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
         run.problem = "the reference has " + std::to_string(ref_steps.size()) + " steps, the device " +
                       std::to_string(d.steps.size());
       else if (run.reference_status != run.device_status)
-        run.problem = "the reference ended with '" + run.reference_status + "', the device with '" +
-                      run.device_status + "'";
+        run.problem =
+            "the reference ended with '" + run.reference_status + "', the device with '" + run.device_status + "'";
     } else {
       // Fast mode: a step passes when the device's gradient is within the bound of
       // the exact reference wherever the CPU's is; a pitfall the CPU fails by
@@ -399,8 +407,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
         run.steps.push_back(step);
       }
       if (cpu.size() != d.steps.size())
-        run.problem = "the CPU has " + std::to_string(cpu.size()) + " steps, the device " +
-                      std::to_string(d.steps.size());
+        run.problem =
+            "the CPU has " + std::to_string(cpu.size()) + " steps, the device " + std::to_string(d.steps.size());
     }
     for (const ReplayStep& s : run.steps)
       if (!s.passed && run.problem.empty())
@@ -409,8 +417,8 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
                                    (s.first_differing_variable.empty()
                                         ? std::string()
                                         : " (first in the gradient of " + s.first_differing_variable + ")")
-                             : s.within_bound ? " is within the bound on the device but not on the CPU"
-                                              : " is outside the float bound of the reference, where the CPU's is not");
+                       : s.within_bound ? " is within the bound on the device but not on the CPU"
+                                        : " is outside the float bound of the reference, where the CPU's is not");
     run.passed = run.problem.empty();
     result.runs.push_back(std::move(run));
   }
@@ -460,9 +468,9 @@ json ReplayToJson(const ReplayResult& result) {
               {"runs", std::move(runs)}};
   if (result.all_reduce) {
     const ReplayAllReduce& a = *result.all_reduce;
-    out["all_reduce"] = {{"method", a.method}, {"replicas", a.replicas}, {"size_bytes", a.bytes},
-                         {"time_us", a.seconds * 1e6}, {"algbw_gbps", a.algbw}, {"busbw_gbps", a.busbw},
-                         {"wrong", a.wrong}};
+    out["all_reduce"] = {
+        {"method", a.method},    {"replicas", a.replicas}, {"size_bytes", a.bytes}, {"time_us", a.seconds * 1e6},
+        {"algbw_gbps", a.algbw}, {"busbw_gbps", a.busbw},  {"wrong", a.wrong}};
   }
   return out;
 }

@@ -41,9 +41,9 @@ struct ReplayOptions {
   std::vector<int> devices;      // CUDA device indices; empty: device 0
   int streams = 0;               // streams per GPU; 0: one per replica (spread over the devices)
   MathMode math = MathMode::kExact;
-  std::int64_t max_steps = -1;   // per run; < 0: the scenario's own length
-  std::string against;           // a record file to compare with instead of a CPU run
-  std::string record;            // where to store the CPU run's digests (exact mode)
+  std::int64_t max_steps = -1;  // per run; < 0: the scenario's own length
+  std::string against;          // a record file to compare with instead of a CPU run
+  std::string record;           // where to store the CPU run's digests (exact mode)
   std::string datasets_root;
   std::vector<std::string> sets;  // the --set overrides the scenario was loaded with (a record keeps them)
   ScenarioObserver* observer = nullptr;
@@ -55,18 +55,18 @@ struct ReplayStep {
   float reference_loss = 0, device_loss = 0;
   std::uint64_t reference_gradient = 0, device_gradient = 0;  // WeightsDigest of the reduced gradient
   std::uint64_t reference_weights = 0, device_weights = 0;    // of the variables after the step
-  double bound_fraction = 0;  // fast mode: the worst |device - reference| / bound
-  bool within_bound = true, reference_within_bound = true;  // fast mode: the device's and the CPU's verdicts
+  double bound_fraction = 0;                                  // fast mode: the worst |device - reference| / bound
+  bool within_bound = true, reference_within_bound = true;    // fast mode: the device's and the CPU's verdicts
   bool passed = false;
   std::string first_differing_variable;  // exact mode: the first variable whose gradient differs (if known)
 };
 
 struct ReplayRun {
   std::string name;
-  bool cpu_only = false;        // parameter servers: not run on the device
+  bool cpu_only = false;                        // parameter servers: not run on the device
   std::string reference_status, device_status;  // "ok" or the error that stopped the run
   std::vector<ReplayStep> steps;
-  std::string problem;          // why the run does not pass, in words (empty if it does)
+  std::string problem;  // why the run does not pass, in words (empty if it does)
   bool passed = true;
 };
 

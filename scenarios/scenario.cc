@@ -95,8 +95,8 @@ void ReadRun(const toml::table& root, const std::string& path, ScenarioRun& run,
     const auto models = ListModels();
     const bool known = std::any_of(models.begin(), models.end(), [&](const auto& m) { return m.name == c.model; });
     if (r.ok() && !known)
-      r.Fail(*t->get("name"), "unknown model '" + c.model + "'; allowed values: " +
-                                  JoinText(models, ", ", [](const auto& m) { return m.name; }));
+      r.Fail(*t->get("name"), "unknown model '" + c.model +
+                                  "'; allowed values: " + JoinText(models, ", ", [](const auto& m) { return m.name; }));
   }
   if (!status->ok()) return;
   ApplyDependentDefaults(settings, OptionSource::kScenarioFile);
@@ -110,26 +110,50 @@ void ReadCheck(const toml::table& t, const std::string& path, const std::set<std
                Status* status) {
   TableReader r(t, "check", path, status);
   check.line = static_cast<int>(t.source().begin.line);
-  r.AllowOnly({"kind", "label", "run", "runs", "value", "min", "max", "approx", "tolerance", "contains", "expect",
-               "code", "replicas", "workers", "global_batch", "batch", "rebatch", "weights", "values_per_example",
-               "replica_losses", "algorithm", "count"});
+  r.AllowOnly({"kind",
+               "label",
+               "run",
+               "runs",
+               "value",
+               "min",
+               "max",
+               "approx",
+               "tolerance",
+               "contains",
+               "expect",
+               "code",
+               "replicas",
+               "workers",
+               "global_batch",
+               "batch",
+               "rebatch",
+               "weights",
+               "values_per_example",
+               "replica_losses",
+               "algorithm",
+               "count"});
   std::string kind, expect;
   r.String("kind", kind);
   r.String("expect", expect);
   r.Text("label", check.label);
   if (!r.ok()) return;
   static const std::vector<std::pair<std::string, ScenarioCheckKind>> kKinds = {
-      {"reference", ScenarioCheckKind::kReference}, {"bitwise_equal", ScenarioCheckKind::kBitwiseEqual},
-      {"value", ScenarioCheckKind::kValue},         {"refused", ScenarioCheckKind::kRefused},
-      {"fault", ScenarioCheckKind::kFault},         {"loss_case", ScenarioCheckKind::kLossCase},
-      {"mean_metric", ScenarioCheckKind::kMeanMetric}, {"compare", ScenarioCheckKind::kCompare},
+      {"reference", ScenarioCheckKind::kReference},
+      {"bitwise_equal", ScenarioCheckKind::kBitwiseEqual},
+      {"value", ScenarioCheckKind::kValue},
+      {"refused", ScenarioCheckKind::kRefused},
+      {"fault", ScenarioCheckKind::kFault},
+      {"loss_case", ScenarioCheckKind::kLossCase},
+      {"mean_metric", ScenarioCheckKind::kMeanMetric},
+      {"compare", ScenarioCheckKind::kCompare},
       {"all_reduce", ScenarioCheckKind::kAllReduce}};
   bool found = false;
   for (const auto& [name, value] : kKinds)
     if (name == kind) check.kind = value, found = true;
   if (!found)
-    return r.Fail(t.get("kind") ? *t.get("kind") : static_cast<const toml::node&>(t),
-                  "check kind '" + kind + "' is not one of: " + JoinText(kKinds, ", ", [](const auto& k) { return k.first; }));
+    return r.Fail(
+        t.get("kind") ? *t.get("kind") : static_cast<const toml::node&>(t),
+        "check kind '" + kind + "' is not one of: " + JoinText(kKinds, ", ", [](const auto& k) { return k.first; }));
   if (expect != "pass" && expect != "fail")
     return r.Fail(t.get("expect") ? *t.get("expect") : static_cast<const toml::node&>(t),
                   "[[check]] needs expect = \"pass\" or \"fail\" (the verdict this check must give)");
@@ -162,7 +186,8 @@ void ReadCheck(const toml::table& t, const std::string& path, const std::set<std
       if (check.runs.size() != 2) r.FailHere("a bitwise_equal check needs runs = [\"a\", \"b\"] (two runs)");
       break;
     case ScenarioCheckKind::kCompare:
-      if (check.runs.size() != 2) return r.FailHere("a compare check needs runs = [\"a\", \"b\"] (value of a < value of b)");
+      if (check.runs.size() != 2)
+        return r.FailHere("a compare check needs runs = [\"a\", \"b\"] (value of a < value of b)");
       [[fallthrough]];
     case ScenarioCheckKind::kValue: {
       bool known = false, known_approx = check.approx_value.empty();
@@ -180,8 +205,7 @@ void ReadCheck(const toml::table& t, const std::string& path, const std::set<std
     }
     case ScenarioCheckKind::kLossCase: {
       r.String("code", check.code);
-      if (r.ok() && !BuiltinLossCode(check.code).ok())
-        r.FailHere(BuiltinLossCode(check.code).status().message());
+      if (r.ok() && !BuiltinLossCode(check.code).ok()) r.FailHere(BuiltinLossCode(check.code).status().message());
       CheckCase& c = check.loss_case;
       r.Integer("replicas", c.replicas, 1, 1024);
       r.Integer("workers", c.workers, 1, 1024);
@@ -222,7 +246,8 @@ void ReadCheck(const toml::table& t, const std::string& path, const std::set<std
       if (r.ok() && check.global_batch == 0) r.FailHere("a mean_metric check needs global_batch");
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -271,15 +296,15 @@ Status CheckRunName(std::string_view name) {
     if (static_cast<unsigned char>(s) < 0x20 || static_cast<unsigned char>(s) >= 0x7f) s = '?';
   if (name.empty()) return Status::InvalidArgument("a run name is empty; " + rule);
   if (name.size() > kMaxRunNameLength)
-    return Status::InvalidArgument("run name '" + shown + "' is " + std::to_string(name.size()) +
-                                   " characters long; " + rule);
+    return Status::InvalidArgument("run name '" + shown + "' is " + std::to_string(name.size()) + " characters long; " +
+                                   rule);
   if (name == "." || name == "..") return Status::InvalidArgument("run name '" + shown + "' is not allowed; " + rule);
   for (const char c : name) {
-    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                         c == '_' || c == '-';
+    const bool allowed =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!allowed) {
       const auto byte = static_cast<unsigned char>(c);
-      const std::string what = byte == '/' ? "'/' (a path separator)"
+      const std::string what = byte == '/'                   ? "'/' (a path separator)"
                                : byte >= 0x21 && byte < 0x7f ? "'" + std::string(1, c) + "'"
                                                              : "byte " + std::to_string(byte);
       return Status::InvalidArgument("run name '" + shown + "' contains " + what + "; " + rule);
@@ -306,8 +331,8 @@ StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path,
   for (const auto& set : sets) DTLAB_RETURN_IF_ERROR(ApplySet(root, set, "--set"));
   Status status;
   TableReader top(root, "", path, &status);
-  top.AllowOnly({"title", "description", "headline", "cluster", "data", "model", "loss", "optimizer", "run", "variant", "check",
-                 "summary"});
+  top.AllowOnly({"title", "description", "headline", "cluster", "data", "model", "loss", "optimizer", "run", "variant",
+                 "check", "summary"});
   Scenario scenario;
   scenario.path = path;
   scenario.name = std::filesystem::path(path).stem().string();
@@ -337,7 +362,8 @@ StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path,
     names.insert("main");
   }
   if (const toml::node* variants = root.get("variant")) {
-    if (!variants->is_array_of_tables()) return Status::InvalidArgument(path + ": 'variant' must be [[variant]] tables");
+    if (!variants->is_array_of_tables())
+      return Status::InvalidArgument(path + ": 'variant' must be [[variant]] tables");
     for (const toml::node& node : *variants->as_array()) {
       const toml::table& t = *node.as_table();
       TableReader r(t, "variant", path, &status);
@@ -357,7 +383,8 @@ StatusOr<Scenario> ParseScenario(std::string_view text, const std::string& path,
         r.Fail(*t.get("resume_from"), "resume_from '" + run.resume_from + "' names no earlier run");
       DTLAB_RETURN_IF_ERROR(status);
       toml::table copy = root;
-      const std::string origin = path + ":" + std::to_string(t.source().begin.line) + ": variant '" + run.name + "' set";
+      const std::string origin =
+          path + ":" + std::to_string(t.source().begin.line) + ": variant '" + run.name + "' set";
       for (const auto& set : run.sets) DTLAB_RETURN_IF_ERROR(ApplySet(copy, set, origin));
       ReadRun(copy, path, run, &status);
       DTLAB_RETURN_IF_ERROR(status);

@@ -39,10 +39,10 @@ namespace dtlab {
 /// One training run: the base ("main") or a variant of it.
 struct ScenarioRun {
   std::string name;
-  std::string description;   // one line, optional
-  TrainConfig config;        // checkpoint_dir is set by the runner when needed
+  std::string description;  // one line, optional
+  TrainConfig config;       // checkpoint_dir is set by the runner when needed
   ScenarioData data;
-  std::string resume_from;   // continue the checkpoint another run left (empty: start afresh)
+  std::string resume_from;        // continue the checkpoint another run left (empty: start afresh)
   std::vector<std::string> sets;  // the overrides that made this variant from the base
 };
 
@@ -60,15 +60,15 @@ enum class ScenarioCheckKind {
 
 struct ScenarioCheck {
   ScenarioCheckKind kind = ScenarioCheckKind::kReference;
-  std::string label;                 // shown in the verdict table
-  std::vector<std::string> runs;     // the runs it reads (two for bitwise_equal and compare)
-  std::string value;                 // kValue, kCompare: the value's name (see ScenarioValueNames)
+  std::string label;              // shown in the verdict table
+  std::vector<std::string> runs;  // the runs it reads (two for bitwise_equal and compare)
+  std::string value;              // kValue, kCompare: the value's name (see ScenarioValueNames)
   std::optional<double> min, max, approx;
-  std::string approx_value;          // kValue: approx is this other value of the same run (e.g. "replicas")
-  double tolerance = 0.01;           // relative, for approx
-  std::string contains;              // kRefused, kFault: a substring of the message
+  std::string approx_value;  // kValue: approx is this other value of the same run (e.g. "replicas")
+  double tolerance = 0.01;   // relative, for approx
+  std::string contains;      // kRefused, kFault: a substring of the message
   // kLossCase
-  std::string code;                  // correct, per-replica-mean, default-denominator, unscaled-regularization, per-pixel-without-hw
+  std::string code;  // correct, per-replica-mean, default-denominator, unscaled-regularization, per-pixel-without-hw
   CheckCase loss_case;
   // kAllReduce
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;
@@ -82,14 +82,14 @@ struct ScenarioCheck {
 };
 
 struct Scenario {
-  std::string path, name;    // name: the file stem
+  std::string path, name;  // name: the file stem
   std::string title, description;
   /// One line for summaries: "gradients {{gradient_ratio}}x too large"; {{name}} is a
   /// value of the main run, {{run.name}} of another run (ScenarioValueNames()).
   std::string headline;
-  std::vector<ScenarioRun> runs;       // runs[0] is "main"; none when the file has no [run] table
+  std::vector<ScenarioRun> runs;  // runs[0] is "main"; none when the file has no [run] table
   std::vector<ScenarioCheck> checks;
-  std::vector<std::string> summary;    // scenarios to summarize after this one (the flagship's pitfalls)
+  std::vector<std::string> summary;  // scenarios to summarize after this one (the flagship's pitfalls)
 };
 
 /// The longest run name CheckRunName allows.

@@ -81,8 +81,7 @@ std::string ReferenceColumn(const RunResult& r) {
 
 std::vector<std::vector<std::string>> RunRows(const ScenarioResult& result) {
   std::vector<std::vector<std::string>> rows = {
-      {"run", "cluster", "global batch", "split", "loss code", "math", "steps", "final loss", "test acc",
-       "reference"}};
+      {"run", "cluster", "global batch", "split", "loss code", "math", "steps", "final loss", "test acc", "reference"}};
   for (const auto& r : result.runs) {
     const TrainConfig& c = r.run->config;
     const bool ok = r.status.ok();
@@ -145,7 +144,8 @@ std::string FormatScenarioText(const ScenarioResult& result, int width) {
   std::vector<std::vector<std::string>> rows = {{"#", "check", "expected", "got", "verdict"}};
   for (std::size_t i = 0; i < result.verdicts.size(); ++i) {
     const CheckVerdict& v = result.verdicts[i];
-    rows.push_back({std::to_string(i + 1), v.label, v.expected, v.got, v.as_expected ? "as expected" : "NOT AS EXPECTED"});
+    rows.push_back(
+        {std::to_string(i + 1), v.label, v.expected, v.got, v.as_expected ? "as expected" : "NOT AS EXPECTED"});
   }
   const std::string table = Table(rows, "  ");
   std::istringstream lines(table);
@@ -189,7 +189,10 @@ nlohmann::json ScenarioToJson(const ScenarioResult& result) {
     run["values"] = values;
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& m : r.steps) {
-      nlohmann::json step = {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss}, {"accuracy", m.accuracy},
+      nlohmann::json step = {{"step", m.step},
+                             {"epoch", m.epoch},
+                             {"loss", m.loss},
+                             {"accuracy", m.accuracy},
                              {"batch_sizes", m.batch_sizes}};
       if (m.checked) step["reference_passed"] = m.passed, step["max_ulp"] = m.max_ulp;
       steps.push_back(std::move(step));
@@ -201,9 +204,15 @@ nlohmann::json ScenarioToJson(const ScenarioResult& result) {
   }
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& v : result.verdicts)
-    checks.push_back({{"check", v.label}, {"expected", v.expected}, {"got", v.got}, {"as_expected", v.as_expected},
+    checks.push_back({{"check", v.label},
+                      {"expected", v.expected},
+                      {"got", v.got},
+                      {"as_expected", v.as_expected},
                       {"detail", v.detail}});
-  return {{"scenario", s.name}, {"title", s.title}, {"runs", runs}, {"checks", checks},
+  return {{"scenario", s.name},
+          {"title", s.title},
+          {"runs", runs},
+          {"checks", checks},
           {"all_as_expected", result.all_as_expected}};
 }
 
@@ -216,8 +225,8 @@ Status WriteStepCsv(const ScenarioResult& result, const std::string& path) {
       std::string sizes, losses;
       sizes = JoinText(m.batch_sizes, ";", [](std::int64_t b) { return std::to_string(b); });
       losses = JoinText(m.replica_losses, ";", [](float l) { return Format("%.9g", l); });
-      csv += r.name + "," + std::to_string(m.step) + "," + std::to_string(m.epoch) + "," + Format("%.9g", m.loss) + "," +
-             Format("%.9g", m.mean_loss) + "," + Format("%.9g", m.accuracy) + "," + sizes + "," + losses + "," +
+      csv += r.name + "," + std::to_string(m.step) + "," + std::to_string(m.epoch) + "," + Format("%.9g", m.loss) +
+             "," + Format("%.9g", m.mean_loss) + "," + Format("%.9g", m.accuracy) + "," + sizes + "," + losses + "," +
              (m.checked ? (m.passed ? "1" : "0") : "") + "," + (m.checked ? std::to_string(m.max_ulp) : "") + "," +
              (m.checked ? Format("%.9g", m.distributed_norm) : "") + "," +
              (m.checked ? Format("%.9g", m.reference_norm) : "") + "\n";
@@ -260,7 +269,8 @@ std::vector<report::LinePlot> ScenarioLinePlots(const ScenarioResult& result) {
       const auto x = static_cast<double>(m.step);
       l.x.push_back(x), l.y.push_back(m.loss);
       a.x.push_back(x), a.y.push_back(m.accuracy);
-      if (m.checked) d.x.push_back(x), d.y.push_back(m.distributed_norm), ref.x.push_back(x), ref.y.push_back(m.reference_norm);
+      if (m.checked)
+        d.x.push_back(x), d.y.push_back(m.distributed_norm), ref.x.push_back(x), ref.y.push_back(m.reference_norm);
     }
     if (l.x.empty()) continue;
     loss.series.push_back(l);
@@ -332,8 +342,9 @@ std::string RenderScenarioReport(const ScenarioResult& result) {
   page.AddParagraph("Verdict: " + FormatVerdictCount(result) + ".");
   const auto rows = RunRows(result);
   if (rows.size() > 1) page.AddHeading(2, "Runs");
-  if (rows.size() > 1) page.AddTable(rows.front(), std::vector<std::vector<std::string>>(rows.begin() + 1, rows.end()),
-                {false, false, true, false, false, true, true, true, false});
+  if (rows.size() > 1)
+    page.AddTable(rows.front(), std::vector<std::vector<std::string>>(rows.begin() + 1, rows.end()),
+                  {false, false, true, false, false, true, true, true, false});
   for (const auto& r : result.runs)
     if (!r.status.ok()) page.AddParagraph(r.name + ": " + r.status.message());
   page.AddHeading(2, "Plots");

@@ -33,7 +33,6 @@ float MeanOverReplicas(const std::vector<float>& replica_values) {
   return merged.Result();
 }
 
-
 std::string Number(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4g", v);
@@ -54,8 +53,8 @@ class DataCache {
  public:
   explicit DataCache(std::string root) : root_(std::move(root)) {}
   StatusOr<const TrainTestData*> Get(const ScenarioData& spec) {
-    const std::string key = spec.source + "|" + std::to_string(spec.train_examples) + "|" +
-                            std::to_string(spec.test_examples);
+    const std::string key =
+        spec.source + "|" + std::to_string(spec.train_examples) + "|" + std::to_string(spec.test_examples);
     if (auto it = sliced_.find(key); it != sliced_.end()) return &it->second;
     TrainTestData data;
     if (spec.source == "synthetic") {
@@ -148,7 +147,9 @@ void ComputeValues(RunResult& result, const Recorder& recorder) {
     v["first_failed_step"] = static_cast<double>(std::max<std::int64_t>(report.reference_check->first_failed_step, 0));
     v["max_ulp"] = static_cast<double>(report.reference_check->max_ulp);
   }
-  auto ratio = [nan](const StepMetrics& m) { return m.reference_norm > 0 ? m.distributed_norm / m.reference_norm : nan; };
+  auto ratio = [nan](const StepMetrics& m) {
+    return m.reference_norm > 0 ? m.distributed_norm / m.reference_norm : nan;
+  };
   if (!steps.empty() && steps.front().checked) {
     v["gradient_ratio"] = ratio(steps.front());
     v["last_gradient_ratio"] = ratio(steps.back());
@@ -233,16 +234,22 @@ CheckVerdict Evaluate(const ScenarioCheck& check, const std::vector<RunResult>& 
                             : "within the floating-point bound (the largest error was " +
                                   Number(100 * c.max_bound_fraction) + "% of its bound)");
       else
-        v.detail = std::to_string(c.steps_failed) + " of " + std::to_string(c.steps_checked) + " steps failed, first at step " +
-                   std::to_string(c.first_failed_step) + ": " + c.first_failure;
+        v.detail = std::to_string(c.steps_failed) + " of " + std::to_string(c.steps_checked) +
+                   " steps failed, first at step " + std::to_string(c.first_failed_step) + ": " + c.first_failure;
       break;
     }
     case ScenarioCheckKind::kBitwiseEqual: {
       const RunResult* other = FindRun(runs, check.runs[1]);
       v.label = "final weights bitwise equal (" + check.runs[0] + ", " + check.runs[1] + ")";
       v.expected = check.expect_pass ? "EQUAL" : "DIFFERENT";
-      if (!run->status.ok()) { run_failed(*run); break; }
-      if (!other->status.ok()) { run_failed(*other); break; }
+      if (!run->status.ok()) {
+        run_failed(*run);
+        break;
+      }
+      if (!other->status.ok()) {
+        run_failed(*other);
+        break;
+      }
       v.passed = run->report.weights_digest == other->report.weights_digest;
       v.got = v.passed ? "EQUAL" : "DIFFERENT";
       char text[96];
@@ -256,14 +263,19 @@ CheckVerdict Evaluate(const ScenarioCheck& check, const std::vector<RunResult>& 
       std::optional<double> approx = check.approx;
       if (!check.approx_value.empty() && run->status.ok()) approx = run->Value(check.approx_value);
       std::string range;
-      if (!check.approx_value.empty()) range = " ~ " + check.approx_value;
-      else if (approx) range = " ~ " + Number(*approx);
+      if (!check.approx_value.empty())
+        range = " ~ " + check.approx_value;
+      else if (approx)
+        range = " ~ " + Number(*approx);
       if (approx) range += " (+-" + Number(check.tolerance * 100) + "%)";
       if (check.min) range += " >= " + Number(*check.min);
       if (check.max) range += " <= " + Number(*check.max);
       v.label = check.value + on + range;
       v.expected = check.expect_pass ? "PASS" : "FAIL";
-      if (!run->status.ok()) { run_failed(*run); break; }
+      if (!run->status.ok()) {
+        run_failed(*run);
+        break;
+      }
       const double x = run->Value(check.value);
       v.passed = std::isfinite(x);
       if (approx) v.passed &= std::abs(x - *approx) <= check.tolerance * std::abs(*approx);
@@ -279,8 +291,14 @@ CheckVerdict Evaluate(const ScenarioCheck& check, const std::vector<RunResult>& 
       const RunResult* other = FindRun(runs, check.runs[1]);
       v.label = check.value + ": " + check.runs[0] + " < " + check.runs[1];
       v.expected = check.expect_pass ? "PASS" : "FAIL";
-      if (!run->status.ok()) { run_failed(*run); break; }
-      if (!other->status.ok()) { run_failed(*other); break; }
+      if (!run->status.ok()) {
+        run_failed(*run);
+        break;
+      }
+      if (!other->status.ok()) {
+        run_failed(*other);
+        break;
+      }
       const double a = run->Value(check.value), b = other->Value(check.value);
       v.passed = a < b;
       v.got = v.passed ? "PASS" : "FAIL";
@@ -365,8 +383,7 @@ double RunResult::Value(const std::string& name) const {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-StatusOr<std::map<std::string, std::string>> CheckpointDirectories(const Scenario& scenario,
-                                                                   const std::string& work) {
+StatusOr<std::map<std::string, std::string>> CheckpointDirectories(const Scenario& scenario, const std::string& work) {
   std::map<std::string, std::string> directories;
   for (const auto& run : scenario.runs) {
     if (run.resume_from.empty()) continue;

@@ -31,9 +31,9 @@ struct StepMetrics {
   bool checked = false, passed = true;    // the reference check, when it ran
   std::int64_t max_ulp = 0;
   double distributed_norm = 0, reference_norm = 0;
-  std::vector<double> compute_seconds;    // per replica, simulated
+  std::vector<double> compute_seconds;                      // per replica, simulated
   std::vector<std::pair<std::string, double>> collectives;  // name, simulated seconds
-  double max_bound_fraction = 0;          // the reference check's worst |d - r| / bound
+  double max_bound_fraction = 0;                            // the reference check's worst |d - r| / bound
   // With ScenarioRunOptions::record_digests: WeightsDigest of the reduced gradient
   // and of the variables after the step (dtlab replay compares them).
   std::uint64_t gradient_digest = 0, weights_digest = 0;
@@ -43,8 +43,8 @@ struct StepMetrics {
 struct RunResult {
   std::string name;
   const ScenarioRun* run = nullptr;
-  Status status;                 // OK, or why the run was refused or stopped
-  TrainReport report;            // valid when status is OK
+  Status status;       // OK, or why the run was refused or stopped
+  TrainReport report;  // valid when status is OK
   std::vector<StepMetrics> steps;
   std::vector<std::pair<std::string, double>> values;  // ScenarioValueNames(), in that order
   double Value(const std::string& name) const;         // NaN if absent
@@ -54,11 +54,11 @@ struct RunResult {
 
 struct CheckVerdict {
   const ScenarioCheck* check = nullptr;
-  std::string label;      // what was checked, in words
-  std::string expected;   // the outcome the file expects, e.g. "FAIL"
-  std::string got;        // the outcome seen
-  std::string detail;     // numbers and the reason, in words
-  bool passed = false;    // the checked property held
+  std::string label;     // what was checked, in words
+  std::string expected;  // the outcome the file expects, e.g. "FAIL"
+  std::string got;       // the outcome seen
+  std::string detail;    // numbers and the reason, in words
+  bool passed = false;   // the checked property held
   bool as_expected = false;
   std::vector<std::pair<std::string, double>> numbers;  // what the check measured (lessons ask for them)
 };
@@ -83,7 +83,7 @@ class ScenarioObserver {
 
 struct ScenarioRunOptions {
   ScenarioObserver* observer = nullptr;
-  std::string trace_path;  // a Chrome trace of the main run's first steps (empty: none)
+  std::string trace_path;     // a Chrome trace of the main run's first steps (empty: none)
   std::string datasets_root;  // empty: DTLAB_DATASETS_DIR
   /// Changes each run's configuration before it trains (dtlab replay: the math
   /// mode, a step limit, the compute backend).
@@ -95,8 +95,7 @@ struct ScenarioRunOptions {
 /// from, or one that resumes), by run name: RunDirectory(work, name), so always
 /// directly under `work` (the fuzzer, fuzz/scenario_fuzz.cc, holds it to that).
 /// InvalidArgument naming the file when a name breaks CheckRunName.
-StatusOr<std::map<std::string, std::string>> CheckpointDirectories(const Scenario& scenario,
-                                                                   const std::string& work);
+StatusOr<std::map<std::string, std::string>> CheckpointDirectories(const Scenario& scenario, const std::string& work);
 
 /// Runs every run and check of `scenario`. Errors: data that cannot be loaded
 /// (NotFound, Corruption), a checkpoint directory that cannot be made (IOError).

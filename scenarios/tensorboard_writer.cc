@@ -87,7 +87,7 @@ void PutLengthDelimited(std::string* out, std::uint32_t field, std::string_view 
 std::string EventHeader(double wall_time, std::int64_t step) {
   std::string event;
   if (std::bit_cast<std::uint64_t>(wall_time) != 0) {  // proto3 keeps -0.0, drops +0.0
-    PutKey(&event, 1, kFixed64);  // double wall_time = 1
+    PutKey(&event, 1, kFixed64);                       // double wall_time = 1
     PutFixed64(&event, std::bit_cast<std::uint64_t>(wall_time));
   }
   if (step != 0) {
@@ -106,7 +106,7 @@ std::string FileVersionEvent(double wall_time) {
 std::string ScalarEvent(double wall_time, std::int64_t step, std::string_view tag, float value) {
   std::string summary_value;
   if (!tag.empty()) PutLengthDelimited(&summary_value, 1, tag);  // string tag = 1
-  PutKey(&summary_value, 2, kFixed32);  // float simple_value = 2 (in a oneof: kept even if 0)
+  PutKey(&summary_value, 2, kFixed32);                           // float simple_value = 2 (in a oneof: kept even if 0)
   PutFixed32(&summary_value, std::bit_cast<std::uint32_t>(value));
   std::string summary;
   PutLengthDelimited(&summary, 1, summary_value);  // repeated Value value = 1
@@ -135,8 +135,8 @@ std::string HostName() {
   if (::gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') return "localhost";
   std::string name = buffer;
   for (char& c : name) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                       c == '.' || c == '-' || c == '_';
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
     if (!plain) c = '_';
   }
   return name;

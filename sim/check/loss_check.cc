@@ -53,8 +53,8 @@ std::string Replicas(std::int32_t n) { return std::to_string(n) + (n == 1 ? " re
 
 // "2 replicas (1 worker), global batch 3 split [2, 1] (v2 rebatch)..."
 std::string DescribeCase(const CheckCase& c) {
-  std::string text = Replicas(c.replicas) + " (" + std::to_string(c.workers) + (c.workers == 1 ? " worker)" : " workers)") + ", global batch " +
-                     std::to_string(c.global_batch);
+  std::string text = Replicas(c.replicas) + " (" + std::to_string(c.workers) +
+                     (c.workers == 1 ? " worker)" : " workers)") + ", global batch " + std::to_string(c.global_batch);
   if (c.batch < c.global_batch) text += ", a short final batch of " + std::to_string(c.batch);
   text += " split " + Join(c.split) + " (" + std::string(RebatchRuleName(c.rule)) + " rebatch)";
   if (!c.weights.empty()) {
@@ -182,8 +182,7 @@ CheckResult RunProperty(const std::function<void()>& body, const CheckOptions& o
     // RC_FAIL puts the source location and the expression before the message,
     // separated from it by a blank line; keep the message.
     const auto marker = failure.description.rfind("\n\n");
-    result.counterexample =
-        marker == std::string::npos ? failure.description : failure.description.substr(marker + 2);
+    result.counterexample = marker == std::string::npos ? failure.description : failure.description.substr(marker + 2);
   } else if (outcome.match(gave_up)) {
     result.passed = false;
     result.error = gave_up.description;
@@ -197,8 +196,7 @@ CheckResult RunProperty(const std::function<void()>& body, const CheckOptions& o
 double ReplicaLossOfUnits(const LossScalingCode& code, const ReplicaInfo& info, std::span<const double> weights,
                           std::int64_t example) {
   std::vector<double> losses(static_cast<std::size_t>(info.local_batch * info.values_per_example), 0.0);
-  if (example >= 0)
-    std::fill_n(losses.begin() + example * info.values_per_example, info.values_per_example, 1.0);
+  if (example >= 0) std::fill_n(losses.begin() + example * info.values_per_example, info.values_per_example, 1.0);
   return code.loss(losses, weights, info);
 }
 
@@ -240,7 +238,8 @@ std::string EvaluateLossScalingCase(const LossScalingCode& code, const CheckCase
     const double relative = reference[i] != 0 ? diff / reference[i] : (diff != 0 ? INFINITY : 0.0);
     if (relative > 1e-9 && relative > worst) {
       worst = relative;
-      const std::string where = "example " + std::to_string(i + 1) + " (on replica " + std::to_string(replica_of[i]) + ")";
+      const std::string where =
+          "example " + std::to_string(i + 1) + " (on replica " + std::to_string(replica_of[i]) + ")";
       if (reference[i] == 0)
         problem = where + " has sample weight 0 but weighs " + Number(coefficients[i]);
       else
@@ -263,9 +262,11 @@ std::string EvaluateLossScalingCase(const LossScalingCode& code, const CheckCase
                Number(total_regularization) + " times instead of once (replicas' shares " +
                [&] {
                  std::string s;
-                 for (std::size_t r = 0; r < regularization.size(); ++r) s += (r ? ", " : "") + Number(regularization[r]);
+                 for (std::size_t r = 0; r < regularization.size(); ++r)
+                   s += (r ? ", " : "") + Number(regularization[r]);
                  return s;
-               }() + ")";
+               }() +
+               ")";
   if (problem.empty() && !bitwise) return "";
 
   const Gradients g = ComputeGradients(c, coefficients, regularization, reference);
@@ -274,13 +275,13 @@ std::string EvaluateLossScalingCase(const LossScalingCode& code, const CheckCase
     if (check.within_bound) return "";
     problem = "every weight is right but the distributed gradient is not bitwise equal to one device's: " +
               std::to_string(check.values_differing) + " values differ by up to " + std::to_string(check.max_ulp) +
-              " ULP (a regularization share that rounds, such as 1/" + std::to_string(c.replicas) +
-              "? docs/exact.md)";
+              " ULP (a regularization share that rounds, such as 1/" + std::to_string(c.replicas) + "? docs/exact.md)";
     return DescribeCase(c) + ": " + problem;
   }
-  return DescribeCase(c) + ": " + problem + "; the distributed gradient differs from the global-batch gradient by up to " +
-         Number(check.max_abs_diff) + " (" + std::to_string(check.values_differing) + " of " +
-         std::to_string(g.reference.size()) + " values differ)";
+  return DescribeCase(c) + ": " + problem +
+         "; the distributed gradient differs from the global-batch gradient by up to " + Number(check.max_abs_diff) +
+         " (" + std::to_string(check.values_differing) + " of " + std::to_string(g.reference.size()) +
+         " values differ)";
 }
 
 CheckResult CheckLossScaling(const LossScalingCode& code, const CheckOptions& options) {
@@ -361,8 +362,7 @@ CheckResult MeanMetricTrap(const CheckOptions& options) {
       [&] {
         const auto n = *rc::gen::inRange<std::int32_t>(1, options.max_replicas + 1);
         std::vector<float> losses;
-        for (std::int32_t r = 0; r < n; ++r)
-          losses.push_back(static_cast<float>(*rc::gen::inRange(1, 40)) / 4.0f);
+        for (std::int32_t r = 0; r < n; ++r) losses.push_back(static_cast<float>(*rc::gen::inRange(1, 40)) / 4.0f);
         MeanMetric mean;
         mean.UpdateState(losses);
         float sum = 0;
@@ -425,7 +425,8 @@ CheckResult CheckpointRestore(const CheckOptions& options) {
         (void)one->TrainStep(data, batch(1, 1), g, 0.01f, 1);
         for (std::size_t p = 0; p < second->variables().size(); ++p)
           if (!(second->variables()[p] == one->variables()[p]))
-            RC_FAIL("saved on " + Replicas(n1) + " and restored on " + Replicas(n2) + ", global batch " + std::to_string(g) + ": the next step's " + model.parameters()[p].name +
+            RC_FAIL("saved on " + Replicas(n1) + " and restored on " + Replicas(n2) + ", global batch " +
+                    std::to_string(g) + ": the next step's " + model.parameters()[p].name +
                     " differs from one device's");
       },
       options);
@@ -454,9 +455,8 @@ const std::vector<BuiltinProperty>& BuiltinProperties() {
       ScalingProperty("unscaled-regularization",
                       "pitfall: every replica adds the whole regularization (N times the weight decay)", false,
                       UnscaledRegularization),
-      ScalingProperty("per-pixel-without-hw",
-                      "pitfall: per-pixel losses divided by the global batch but not by H*W", false,
-                      PerPixelWithoutHw),
+      ScalingProperty("per-pixel-without-hw", "pitfall: per-pixel losses divided by the global batch but not by H*W",
+                      false, PerPixelWithoutHw),
       {"metric-merge", "replicas' Mean metric states, summed, equal one device's state bit for bit (exact mode)", true,
        MetricMerge},
       {"mean-metric-trap", "pitfall: a Mean metric over the replicas' scaled losses instead of their SUM", false,

@@ -77,17 +77,17 @@ struct CheckCase {
   std::int32_t replicas = 1, workers = 1;
   std::int64_t global_batch = 1, batch = 1;  // batch < global_batch: a short final batch
   RebatchRule rule = RebatchRule::kV2;
-  std::vector<double> weights;               // empty: no sample weights
+  std::vector<double> weights;  // empty: no sample weights
   std::int64_t values_per_example = 1;
-  std::vector<std::int64_t> split;           // examples per replica
+  std::vector<std::int64_t> split;  // examples per replica
 };
 
 struct CheckResult {
   bool passed = true;
-  int trials = 0;                 // cases that passed
+  int trials = 0;  // cases that passed
   std::uint64_t seed = 0;
-  std::string counterexample;     // the shrunk failing case, in words (empty when passed)
-  std::string error;              // the check could not run (e.g. non-linear loss code)
+  std::string counterexample;  // the shrunk failing case, in words (empty when passed)
+  std::string error;           // the check could not run (e.g. non-linear loss code)
 };
 
 /// Runs the property "`code` gives the global-batch gradient" (see above).
@@ -113,8 +113,8 @@ LossScalingCode ScalingCodeOf(const NamedLossCode& code);
 StatusOr<LossScalingCode> BuiltinScalingCode(std::string_view name);
 
 /// The built-in loss codes the properties use (also handy for tests).
-LossScalingCode TfCorrectScaling();      // compute_average_loss(global_batch_size) + exact regularization split
-LossScalingCode PerReplicaMeanScaling(); // tf.reduce_mean on each replica
+LossScalingCode TfCorrectScaling();           // compute_average_loss(global_batch_size) + exact regularization split
+LossScalingCode PerReplicaMeanScaling();      // tf.reduce_mean on each replica
 LossScalingCode DefaultDenominatorScaling();  // compute_average_loss without global_batch_size
 LossScalingCode UnscaledRegularization();     // every replica adds the whole regularization
 LossScalingCode PerPixelWithoutHw();          // per-pixel losses divided by the global batch only

@@ -76,7 +76,7 @@ inline ElementRange Blocks(std::int64_t count, std::int64_t parts, std::int64_t 
 /// The ring all-reduce among `members` (replica ids in ring order, M >= 2), reading
 /// their `input_role` buffers, in phases first_phase .. first_phase + 2(M-1) - 1
 /// (sim/comm/all_reduce_ring.cc). The hierarchical algorithm runs it among worker leaders.
-void ScheduleRingAllReduce(ScheduleTransport& transport, std::span<const std::int32_t> members,
-                           BufferRole input_role, std::int64_t count, bool divide, std::int32_t first_phase);
+void ScheduleRingAllReduce(ScheduleTransport& transport, std::span<const std::int32_t> members, BufferRole input_role,
+                           std::int64_t count, bool divide, std::int32_t first_phase);
 
 }  // namespace dtlab

@@ -10,8 +10,8 @@ namespace dtlab {
 // adds its own input chunk; chunk c is summed ((x[c+1] + x[c+2]) + ...) + x[c]
 // (members mod M) and ends at member c. All-gather: in step p member r sends chunk
 // (r-p) mod M to member r+1.
-void ScheduleRingAllReduce(ScheduleTransport& transport, std::span<const std::int32_t> members,
-                           BufferRole input_role, std::int64_t count, bool divide, std::int32_t first_phase) {
+void ScheduleRingAllReduce(ScheduleTransport& transport, std::span<const std::int32_t> members, BufferRole input_role,
+                           std::int64_t count, bool divide, std::int32_t first_phase) {
   const std::int32_t m = static_cast<std::int32_t>(members.size());
   for (std::int32_t step = 0; step < m - 1; ++step) {
     const std::int32_t phase = first_phase + step;

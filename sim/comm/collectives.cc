@@ -15,7 +15,7 @@ namespace {
 template <typename T>
 void RunAllReduce(const ReplicaBuffers<T>& buffers, ReduceOp op, const CollectiveOptions& options) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int64_t>);
-  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>) && "MEAN is only for floating-point types");
+  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>)&&"MEAN is only for floating-point types");
   const std::int32_t n = buffers.num_replicas();
   assert(n >= 1);
   if (options.log != nullptr)
@@ -103,7 +103,7 @@ void AllReduce(std::span<const std::span<const T>> inputs, std::span<const std::
 // sends it to the root (phase 1), in one pass as in the direct all-reduce (sim/comm/all_reduce_direct.cc).
 template <typename T>
 void Reduce(std::span<const std::span<T>> buffers, std::int32_t root, ReduceOp op, const CollectiveOptions& options) {
-  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>) && "MEAN is only for floating-point types");
+  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>)&&"MEAN is only for floating-point types");
   const std::int32_t n = static_cast<std::int32_t>(buffers.size());
   assert(n >= 1 && root >= 0 && root < n);
   CheckSameSizes(buffers, buffers[0].size());
@@ -175,7 +175,7 @@ void AllGather(std::span<const std::span<const T>> inputs, std::span<const std::
 template <typename T>
 void ReduceScatter(std::span<const std::span<const T>> inputs, std::span<const std::span<T>> outputs, ReduceOp op,
                    const CollectiveOptions& options) {
-  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>) && "MEAN is only for floating-point types");
+  assert((op == ReduceOp::kSum || std::is_floating_point_v<T>)&&"MEAN is only for floating-point types");
   const std::int32_t n = static_cast<std::int32_t>(inputs.size());
   assert(n >= 1 && outputs.size() == inputs.size());
   const std::size_t count = outputs[0].size();
@@ -194,8 +194,8 @@ void ReduceScatter(std::span<const std::span<const T>> inputs, std::span<const s
   if (options.log != nullptr) options.log->End();
 }
 
-#define DTLAB_INSTANTIATE_COLLECTIVES(T)                                                                        \
-  template void ScheduleAllReduce<T>(Transport<T>&, AllReduceAlgorithm, std::int64_t, ReduceOp, std::int32_t);  \
+#define DTLAB_INSTANTIATE_COLLECTIVES(T)                                                                       \
+  template void ScheduleAllReduce<T>(Transport<T>&, AllReduceAlgorithm, std::int64_t, ReduceOp, std::int32_t); \
   template void AllReduce<T>(std::span<const std::span<T>>, ReduceOp, const CollectiveOptions&);               \
   template void AllReduce<T>(std::span<const std::span<const T>>, std::span<const std::span<T>>, ReduceOp,     \
                              const CollectiveOptions&);                                                        \

@@ -34,8 +34,8 @@ struct CollectiveOptions {
   /// Replicas per worker, for hierarchical (replicas [w*R, (w+1)*R) form worker w).
   /// 0 means one worker holding every replica. REQUIRES: divides the replica count.
   std::int32_t replicas_per_worker = 0;
-  std::int64_t step = 0;          // recorded with the messages
-  MessageLog* log = nullptr;      // if not null, every message is recorded
+  std::int64_t step = 0;      // recorded with the messages
+  MessageLog* log = nullptr;  // if not null, every message is recorded
   /// If not null: dead replicas, dropped and corrupted messages, message checksums
   /// (sim/comm/faults.h). After a failure the collective moves nothing more, and
   /// faults->failure says what happened; the buffers are then unspecified.
@@ -51,8 +51,8 @@ struct CollectiveOptions {
 //    messages that are sent are those of the full schedule.
 //  - options.log, when set, gets one record per call (MessageLog::Begin ... End),
 //    named "all_reduce/<name>" (AllReduceAlgorithm::name: the name the algorithm was
-//    chosen by), "reduce", "broadcast", "all_gather" or "reduce_scatter"; its bytes_per_replica is the larger of a replica's buffers
-//    (the output of AllGather, the input of ReduceScatter), as nccl-tests counts.
+//    chosen by), "reduce", "broadcast", "all_gather" or "reduce_scatter"; its bytes_per_replica is the larger of a
+//    replica's buffers (the output of AllGather, the input of ReduceScatter), as nccl-tests counts.
 //  - REQUIRES (checked by assert): MEAN only for float and double; root in [0, N);
 //    the buffer sizes named below; buffers of different replicas do not overlap.
 //  - Reduce, Broadcast, AllGather and ReduceScatter use the direct schedule:

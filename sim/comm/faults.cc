@@ -26,12 +26,17 @@ constexpr NameTable<FaultKind, 6> kKinds = {{
 // The keys each kind takes (replica and step: all of them).
 std::set<std::string> KeysOf(FaultKind kind) {
   switch (kind) {
-    case FaultKind::kThrow: return {"replica", "step", "layer"};
-    case FaultKind::kDie: return {"replica", "step"};
-    case FaultKind::kStraggler: return {"replica", "step", "seconds"};
+    case FaultKind::kThrow:
+      return {"replica", "step", "layer"};
+    case FaultKind::kDie:
+      return {"replica", "step"};
+    case FaultKind::kStraggler:
+      return {"replica", "step", "seconds"};
     case FaultKind::kDrop:
-    case FaultKind::kCorrupt: return {"replica", "step", "to", "phase"};
-    case FaultKind::kNonFinite: return {"replica", "step", "variable", "value"};
+    case FaultKind::kCorrupt:
+      return {"replica", "step", "to", "phase"};
+    case FaultKind::kNonFinite:
+      return {"replica", "step", "variable", "value"};
   }
   return {};
 }
@@ -58,8 +63,8 @@ StatusOr<FaultSpec> ParseFaultSpec(std::string_view text) {
     if (equals == std::string::npos) return bad("'" + item + "' is not key=value");
     const std::string key = item.substr(0, equals), value = item.substr(equals + 1);
     if (!allowed.count(key)) {
-      return bad("unknown key '" + key + "' for " + std::string(EnumName(fault.kind, kKinds)) + " (allowed: " +
-                 JoinText(allowed, ", ") + ")");
+      return bad("unknown key '" + key + "' for " + std::string(EnumName(fault.kind, kKinds)) +
+                 " (allowed: " + JoinText(allowed, ", ") + ")");
     }
     if (!seen.insert(key).second) return bad("'" + key + "' given twice");
     // Each field parsed into its real type with its range (never int64 then cast).

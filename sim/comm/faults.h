@@ -40,13 +40,13 @@ enum class FaultKind { kThrow, kDie, kStraggler, kDrop, kCorrupt, kNonFinite };
 struct FaultSpec {
   FaultKind kind = FaultKind::kThrow;
   std::int32_t replica = 0;
-  std::int64_t step = 1;       // 1-based optimizer step
-  std::string layer;           // throw: the layer (default: the model's first)
-  double seconds = 0;          // straggler: extra simulated seconds of compute
-  std::int32_t to = -1;        // drop, corrupt: the receiver (-1: the first message the replica sends)
-  std::int32_t phase = 0;      // drop, corrupt: 1-based phase of the collective (0: any)
-  std::string variable;        // nan: the variable (default: the first)
-  bool infinity = false;       // nan: +inf instead of NaN
+  std::int64_t step = 1;   // 1-based optimizer step
+  std::string layer;       // throw: the layer (default: the model's first)
+  double seconds = 0;      // straggler: extra simulated seconds of compute
+  std::int32_t to = -1;    // drop, corrupt: the receiver (-1: the first message the replica sends)
+  std::int32_t phase = 0;  // drop, corrupt: 1-based phase of the collective (0: any)
+  std::string variable;    // nan: the variable (default: the first)
+  bool infinity = false;   // nan: +inf instead of NaN
 };
 
 /// Parses "KIND:key=value,...". InvalidArgument naming the allowed kinds and keys.

@@ -109,7 +109,8 @@ class InProcessTransport final : public Transport<T> {
     CheckNoConflicts();
 #endif
     tasks_.clear();
-    constexpr std::int64_t kBlock = std::max<std::int64_t>(kInProcessBlockBytes / static_cast<std::int64_t>(sizeof(T)), 1);
+    constexpr std::int64_t kBlock =
+        std::max<std::int64_t>(kInProcessBlockBytes / static_cast<std::int64_t>(sizeof(T)), 1);
     for (std::size_t t = 0; t < transfers_.size(); ++t)
       for (std::int64_t begin = 0; begin < transfers_[t].count; begin += kBlock)
         tasks_.push_back({t, begin, std::min(begin + kBlock, transfers_[t].count)});

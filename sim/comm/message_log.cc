@@ -5,8 +5,7 @@
 
 namespace dtlab {
 
-void MessageLog::Begin(std::string name, std::int64_t step, std::int32_t num_replicas,
-                       std::int64_t bytes_per_replica) {
+void MessageLog::Begin(std::string name, std::int64_t step, std::int32_t num_replicas, std::int64_t bytes_per_replica) {
   CollectiveRecord record;
   record.name = std::move(name);
   record.step = step;

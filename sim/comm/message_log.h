@@ -17,19 +17,19 @@
 namespace dtlab {
 
 struct Message {
-  std::int32_t phase = 0;     // 0-based phase within its collective
-  std::int32_t sender = 0;    // replica ids
+  std::int32_t phase = 0;   // 0-based phase within its collective
+  std::int32_t sender = 0;  // replica ids
   std::int32_t receiver = 0;
   std::int64_t bytes = 0;
 };
 
 struct CollectiveRecord {
-  std::string name;                // e.g. "all_reduce/ring", "broadcast/tree"
-  std::int64_t step = 0;           // training step the collective belongs to
+  std::string name;       // e.g. "all_reduce/ring", "broadcast/tree"
+  std::int64_t step = 0;  // training step the collective belongs to
   std::int32_t num_replicas = 0;
   std::int32_t num_phases = 0;
   std::int64_t bytes_per_replica = 0;  // payload of one replica's buffer
-  std::vector<Message> messages;   // sorted by (phase, sender, receiver) at End()
+  std::vector<Message> messages;       // sorted by (phase, sender, receiver) at End()
 };
 
 class MessageLog {

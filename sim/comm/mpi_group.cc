@@ -94,7 +94,8 @@ std::string ProbeOthers(int waited_for, double grace) {
     if (MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, MPI_COMM_WORLD, &found, &status) == MPI_SUCCESS && found) {
       int who = 0;
       MPI_Recv(&who, 1, MPI_INT, status.MPI_SOURCE, kAnswerTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      if (!answered[static_cast<std::size_t>(status.MPI_SOURCE)]) answered[static_cast<std::size_t>(status.MPI_SOURCE)] = 1, ++answers;
+      if (!answered[static_cast<std::size_t>(status.MPI_SOURCE)])
+        answered[static_cast<std::size_t>(status.MPI_SOURCE)] = 1, ++answers;
     } else {
       sched_yield();
     }
@@ -107,8 +108,8 @@ std::string ProbeOthers(int waited_for, double grace) {
     return "every other rank answered " + probe + ", so rank " + std::to_string(waited_for) +
            " is alive but slow, or waiting itself";
   const bool waited_silent = std::find(silent.begin(), silent.end(), waited_for) != silent.end();
-  return RankList(silent) + " did not answer " + probe + ": " +
-         (silent.size() == 1 ? "it" : "they") + " stopped responding" +
+  return RankList(silent) + " did not answer " + probe + ": " + (silent.size() == 1 ? "it" : "they") +
+         " stopped responding" +
          (waited_silent ? "" : " (rank " + std::to_string(waited_for) + " answered: it was waiting too)");
 }
 
@@ -243,8 +244,9 @@ class MpiTransport final : public Transport<T> {
   // Posts a send or receive of message `what` (an index into messages_).
   Status Post(bool send, void* data, std::int64_t count, int peer, int tag, std::int64_t what) {
     const std::int64_t bytes = count * static_cast<std::int64_t>(sizeof(T));
-    if (bytes > INT_MAX) return Status::Runtime(collective_ + ": a message of " + std::to_string(bytes) +
-                                                " bytes exceeds MPI's int count; use more replicas or workers");
+    if (bytes > INT_MAX)
+      return Status::Runtime(collective_ + ": a message of " + std::to_string(bytes) +
+                             " bytes exceeds MPI's int count; use more replicas or workers");
     MPI_Request request;
     const int code = send ? MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request)
                           : MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request);
@@ -260,8 +262,7 @@ class MpiTransport final : public Transport<T> {
 
   Status RunPhase(int tag) {
     if (log_ != nullptr) RecordMessages();
-    const Clock::time_point deadline =
-        Deadline(timeout_seconds_);
+    const Clock::time_point deadline = Deadline(timeout_seconds_);
     requests_.Clear();
     messages_.clear();
     requests_.set_describe([this](std::int64_t m) {
@@ -278,7 +279,9 @@ class MpiTransport final : public Transport<T> {
     // (transfer, segment, source or destination), which MPI's ordering of messages
     // with one tag between two ranks then matches.
     const std::int64_t segment = std::max<std::int64_t>(kSegmentBytes / static_cast<std::int64_t>(sizeof(T)), 1);
-    auto segments = [segment](std::int64_t count) { return std::max<std::int64_t>((count + segment - 1) / segment, 1); };
+    auto segments = [segment](std::int64_t count) {
+      return std::max<std::int64_t>((count + segment - 1) / segment, 1);
+    };
     auto length = [segment](std::int64_t count, std::int64_t g) { return std::min(segment, count - g * segment); };
     std::vector<std::vector<std::size_t>> first_request(transfers_.size());  // per segment, then its end
     for (std::size_t t = 0; t < transfers_.size(); ++t) {
@@ -293,7 +296,8 @@ class MpiTransport final : public Transport<T> {
         }
         if (staging_.size() <= staged) staging_.emplace_back();
         std::vector<T>& buffer = staging_[staged++];
-        if (buffer.size() < static_cast<std::size_t>(transfer.count)) buffer.resize(static_cast<std::size_t>(transfer.count));
+        if (buffer.size() < static_cast<std::size_t>(transfer.count))
+          buffer.resize(static_cast<std::size_t>(transfer.count));
         addends[t].push_back(buffer.data());
         staged_at[k] = buffer.data();
       }
@@ -302,8 +306,8 @@ class MpiTransport final : public Transport<T> {
         for (std::size_t k = 0; k < transfer.sources.size(); ++k) {
           if (staged_at[k] == nullptr) continue;
           const Place& s = transfer.sources[k];
-          DTLAB_RETURN_IF_ERROR(Post(false, staged_at[k] + g * segment, length(transfer.count, g), Owner(s.replica), tag,
-                                     Note(s, s.replica, transfer.combiner, transfer.count)));
+          DTLAB_RETURN_IF_ERROR(Post(false, staged_at[k] + g * segment, length(transfer.count, g), Owner(s.replica),
+                                     tag, Note(s, s.replica, transfer.combiner, transfer.count)));
         }
       }
       first_request[t].push_back(requests_.size());
@@ -324,7 +328,8 @@ class MpiTransport final : public Transport<T> {
         for (const Place& s : transfer.sources)
           if (Owner(s.replica) == rank_)
             DTLAB_RETURN_IF_ERROR(Post(true, Data(s.replica, s.offset) + g * segment, length(transfer.count, g),
-                                       Owner(transfer.combiner), tag, Note(s, s.replica, transfer.combiner, transfer.count)));
+                                       Owner(transfer.combiner), tag,
+                                       Note(s, s.replica, transfer.combiner, transfer.count)));
     }
     // 3. Each transfer this rank combines, segment by segment once its addends are
     //    in: the sum, stored locally and sent to the remote destinations.
@@ -339,7 +344,8 @@ class MpiTransport final : public Transport<T> {
       if (remote && to.empty()) {  // nowhere local to keep the sum: stage it
         if (results_.size() <= results) results_.emplace_back();
         std::vector<T>& buffer = results_[results++];
-        if (buffer.size() < static_cast<std::size_t>(transfer.count)) buffer.resize(static_cast<std::size_t>(transfer.count));
+        if (buffer.size() < static_cast<std::size_t>(transfer.count))
+          buffer.resize(static_cast<std::size_t>(transfer.count));
         to.push_back(buffer.data());
       }
       for (std::int64_t g = 0; g < segments(transfer.count); ++g) {
@@ -456,7 +462,9 @@ Status MpiWorkerGroup::AllGather(std::span<const std::byte> mine, std::span<std:
                                  std::span<const std::size_t> bytes_per_rank, std::string_view what,
                                  std::int64_t step) {
   std::vector<std::size_t> offsets(static_cast<std::size_t>(size_) + 1, 0);
-  for (int r = 0; r < size_; ++r) offsets[static_cast<std::size_t>(r) + 1] = offsets[static_cast<std::size_t>(r)] + bytes_per_rank[static_cast<std::size_t>(r)];
+  for (int r = 0; r < size_; ++r)
+    offsets[static_cast<std::size_t>(r) + 1] =
+        offsets[static_cast<std::size_t>(r)] + bytes_per_rank[static_cast<std::size_t>(r)];
   std::memcpy(all.data() + offsets[static_cast<std::size_t>(rank_)], mine.data(), mine.size());
   // Tags above the all-reduce's (which are below 16384).
   const int tag = 16384 + static_cast<int>(phases_++ % 8192);
@@ -468,41 +476,41 @@ Status MpiWorkerGroup::AllGather(std::span<const std::byte> mine, std::span<std:
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     MPI_Request request;
-    int code = MPI_Irecv(all.data() + offsets[static_cast<std::size_t>(r)], static_cast<int>(bytes_per_rank[static_cast<std::size_t>(r)]),
-                         MPI_BYTE, r, tag, MPI_COMM_WORLD, &request);
+    int code = MPI_Irecv(all.data() + offsets[static_cast<std::size_t>(r)],
+                         static_cast<int>(bytes_per_rank[static_cast<std::size_t>(r)]), MPI_BYTE, r, tag,
+                         MPI_COMM_WORLD, &request);
     if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, "MPI_Irecv"));
     requests.Add(request, r, 0);
     code = MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, r, tag, MPI_COMM_WORLD, &request);
     if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, "MPI_Isend"));
     requests.Add(request, r, 1);
   }
-  const auto deadline =
-      Deadline(timeout_seconds_);
-  return requests.Wait(0, requests.size(), deadline, [](int r) { return "rank " + std::to_string(r); },
-                       timeout_seconds_);
+  const auto deadline = Deadline(timeout_seconds_);
+  return requests.Wait(
+      0, requests.size(), deadline, [](int r) { return "rank " + std::to_string(r); }, timeout_seconds_);
 }
 
 // Point-to-point messages use one tag above the collectives' (which are below 24576).
 constexpr int kPointToPointTag = 30000;
 
 Status MpiWorkerGroup::Send(std::int32_t to, std::span<const std::byte> bytes, std::string_view what) {
-  if (bytes.size() > static_cast<std::size_t>(INT_MAX)) return Status::Runtime(std::string(what) + ": message too large for MPI");
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX))
+    return Status::Runtime(std::string(what) + ": message too large for MPI");
   MPI_Request request;
-  const int code = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, kPointToPointTag,
-                             MPI_COMM_WORLD, &request);
+  const int code =
+      MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, kPointToPointTag, MPI_COMM_WORLD, &request);
   if (code != MPI_SUCCESS) return Status::Runtime(MpiError(code, "MPI_Isend"));
   Requests requests;
   const std::string label(what);
   requests.set_describe([&label](std::int64_t) { return label + ": it did not take the message"; });
   requests.Add(request, to, 0);
-  const auto deadline =
-      Deadline(timeout_seconds_);
-  return requests.Wait(0, 1, deadline, [](int r) { return "rank " + std::to_string(r); }, timeout_seconds_);
+  const auto deadline = Deadline(timeout_seconds_);
+  return requests.Wait(
+      0, 1, deadline, [](int r) { return "rank " + std::to_string(r); }, timeout_seconds_);
 }
 
 StatusOr<WorkerGroup::Received> MpiWorkerGroup::Receive(std::int32_t from, std::string_view what) {
-  const auto deadline =
-      Deadline(timeout_seconds_);
+  const auto deadline = Deadline(timeout_seconds_);
   const int source = from == kAnySender ? MPI_ANY_SOURCE : from;
   for (long spins = 0;; ++spins) {
     int found = 0;
@@ -542,13 +550,21 @@ Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::in
   if (options.log != nullptr)
     options.log->Begin(name, options.step, replicas, count * static_cast<std::int64_t>(sizeof(T)));
   auto& staging = [&]() -> auto& {
-    if constexpr (std::is_same_v<T, float>) return staging_->floats; else return staging_->words;
-  }();
+    if constexpr (std::is_same_v<T, float>)
+      return staging_->floats;
+    else
+      return staging_->words;
+  }
+  ();
   auto& results = [&]() -> auto& {
-    if constexpr (std::is_same_v<T, float>) return staging_->float_results; else return staging_->word_results;
-  }();
-  MpiTransport<T> transport(local, replicas, rank_, &phases_, timeout_seconds_, options.log, options.step, name, staging,
-                            results);
+    if constexpr (std::is_same_v<T, float>)
+      return staging_->float_results;
+    else
+      return staging_->word_results;
+  }
+  ();
+  MpiTransport<T> transport(local, replicas, rank_, &phases_, timeout_seconds_, options.log, options.step, name,
+                            staging, results);
   ScheduleAllReduce<T>(transport, options.algorithm, count, op, options.replicas_per_worker);
   if (options.log != nullptr) options.log->End();
   return transport.status();

@@ -61,12 +61,18 @@ std::string Shown(std::string_view text) { return IsTerminalSafe(text) ? std::st
 // when that is short (never the dump of a large list or object).
 std::string Kind(const json& value) {
   switch (value.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "a list";
-    case json::value_t::string: return Cat("a string (", Quote(value.get_ref<const std::string&>()), ")");
-    case json::value_t::boolean: return Cat("a boolean (", value.get<bool>() ? "true" : "false", ")");
-    default: return Cat("a number (", value.dump(), ")");
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "a list";
+    case json::value_t::string:
+      return Cat("a string (", Quote(value.get_ref<const std::string&>()), ")");
+    case json::value_t::boolean:
+      return Cat("a boolean (", value.get<bool>() ? "true" : "false", ")");
+    default:
+      return Cat("a number (", value.dump(), ")");
   }
 }
 
@@ -111,7 +117,9 @@ StatusOr<std::int64_t> ParseIndex(const json& value) {
   // Far beyond any job's size, and exactly representable as a double.
   constexpr std::int64_t kHuge = std::int64_t{1} << 53;
   const std::string where = "TF_CONFIG task.index";
-  const auto too_large = [&] { return Invalid(Cat(where, " is ", Kind(value), ", far outside the indices of any job")); };
+  const auto too_large = [&] {
+    return Invalid(Cat(where, " is ", Kind(value), ", far outside the indices of any job"));
+  };
   if (value.is_number_unsigned()) {
     if (value.get<std::uint64_t>() > static_cast<std::uint64_t>(kHuge)) return too_large();
     return static_cast<std::int64_t>(value.get<std::uint64_t>());
@@ -209,8 +217,8 @@ Status ParseCluster(const json& cluster, std::map<std::string, std::vector<std::
                    "(with an empty cluster TensorFlow runs this process alone, not as part of a cluster)");
   for (const auto& [job, tasks] : cluster.items()) {
     if (!Contains(kJobs, job)) {
-      std::string message = Cat("TF_CONFIG cluster has the job ", Quote(job), ", but the jobs must be among ",
-                                kJobList, R"( (TensorFlow: "Disallowed task type found in cluster spec"))");
+      std::string message = Cat("TF_CONFIG cluster has the job ", Quote(job), ", but the jobs must be among ", kJobList,
+                                R"( (TensorFlow: "Disallowed task type found in cluster spec"))");
       message += job == "master" ? R"(; "master" is TensorFlow 1's name for the chief: rename it "chief")"
                                  : "; rename or remove it";
       return Invalid(std::move(message));
@@ -246,13 +254,14 @@ Status Validate(const TfConfig& config, std::int64_t index) {
     std::string jobs;
     for (const auto& [job, unused] : config.cluster) jobs += Cat(jobs.empty() ? "" : ", ", job);
     return Invalid(Cat("TF_CONFIG task.type is ", Quote(type), ", but the cluster has no ", type,
-                       " job (TensorFlow: \"`task_type` '", type, "' not found in cluster_spec.\"); add cluster.",
-                       type, " with this task's address, or use a job the cluster has: ", jobs));
+                       " job (TensorFlow: \"`task_type` '", type, "' not found in cluster_spec.\"); add cluster.", type,
+                       " with this task's address, or use a job the cluster has: ", jobs));
   }
   if (config.NumTasks("chief") > 1)
-    return Invalid(Cat("TF_CONFIG cluster.chief lists ", Num(config.NumTasks("chief")),
-                       " tasks, but there must be at most one (TensorFlow: \"There must be at most one 'chief' job.\"); "
-                       "keep one address in cluster.chief and move the others to cluster.worker"));
+    return Invalid(
+        Cat("TF_CONFIG cluster.chief lists ", Num(config.NumTasks("chief")),
+            " tasks, but there must be at most one (TensorFlow: \"There must be at most one 'chief' job.\"); "
+            "keep one address in cluster.chief and move the others to cluster.worker"));
   if (config.NumTasks("evaluator") > 1)
     return Invalid(Cat("TF_CONFIG cluster.evaluator lists ", Num(config.NumTasks("evaluator")),
                        " tasks, but there must be at most one (TensorFlow: \"There must be at most one 'evaluator' "
@@ -260,21 +269,23 @@ Status Validate(const TfConfig& config, std::int64_t index) {
   // TensorFlow would then name /job:chief/task:0, which does not exist, as the
   // collective leader, while is_chief makes no task the chief.
   if (config.cluster.contains("chief") && config.NumTasks("chief") == 0)
-    return Invalid("TF_CONFIG cluster.chief is empty; list the chief's \"host:port\", or remove cluster.chief so "
-                   "that worker 0 is the chief");
+    return Invalid(
+        "TF_CONFIG cluster.chief is empty; list the chief's \"host:port\", or remove cluster.chief so "
+        "that worker 0 is the chief");
   if (index < 0)
-    return Invalid(Cat("TF_CONFIG task.index is ", Num(index), "; task indices start at 0 (the first ", type,
-                       " is index 0)"));
+    return Invalid(
+        Cat("TF_CONFIG task.index is ", Num(index), "; task indices start at 0 (the first ", type, " is index 0)"));
   // TensorFlow does not check the index of an evaluator absent from the cluster;
   // there is at most one evaluator, so the only meaningful index is 0.
   if (!config.cluster.contains(type) && index != 0)
-    return Invalid(Cat("TF_CONFIG task.index is ", Num(index), ", but the evaluator is not in the cluster and there is "
+    return Invalid(Cat("TF_CONFIG task.index is ", Num(index),
+                       ", but the evaluator is not in the cluster and there is "
                        "at most one evaluator: use index 0"));
   if (config.cluster.contains(type)) {
     const int size = config.NumTasks(type);
     if (index >= size) {
-      std::string message = Cat("TF_CONFIG task.index is ", Num(index), ", but cluster.", type, " has ",
-                                Count(size, "task"));
+      std::string message =
+          Cat("TF_CONFIG task.index is ", Num(index), ", but cluster.", type, " has ", Count(size, "task"));
       if (size > 0) message += size == 1 ? ", index 0" : Cat(", indices 0 to ", Num(size - 1));
       message += Cat(" (TensorFlow: \"The `task_id` ", Num(index), " exceeds the maximum id of ", type, ".\"); ");
       if (size == 1) message += "use index 0, or ";
@@ -284,16 +295,18 @@ Status Validate(const TfConfig& config, std::int64_t index) {
     }
   }
   if (config.NumWorkers() == 0)
-    return Invalid("TF_CONFIG cluster has no chief or worker task, so nothing trains (TensorFlow: \"No `worker`, "
-                   "`chief` or `evaluator` tasks can be found in `cluster_spec`.\"); add cluster.worker: "
-                   "[\"host:port\", ...]");
+    return Invalid(
+        "TF_CONFIG cluster has no chief or worker task, so nothing trains (TensorFlow: \"No `worker`, "
+        "`chief` or `evaluator` tasks can be found in `cluster_spec`.\"); add cluster.worker: "
+        "[\"host:port\", ...]");
   return Status::Ok();
 }
 
 // The training task at `rank`: chief 0 first when there is a chief job, then the
 // workers by index. REQUIRES: 0 <= rank < NumWorkers().
 std::pair<std::string, int> TaskAtRank(const TfConfig& config, int rank) {
-  if (config.HasChiefJob()) return rank == 0 ? std::pair{std::string("chief"), 0} : std::pair{std::string("worker"), rank - 1};
+  if (config.HasChiefJob())
+    return rank == 0 ? std::pair{std::string("chief"), 0} : std::pair{std::string("worker"), rank - 1};
   return {"worker", rank};
 }
 
@@ -346,7 +359,8 @@ std::vector<TfTask> TfConfig::Tasks() const {
     tasks.push_back({type, index, Address(*this, type, index), rank, rank == 0 ? "chief" : type, false});
   }
   for (const char* job : {"ps", "evaluator"})
-    for (int index = 0; index < NumTasks(job); ++index) tasks.push_back({job, index, Address(*this, job, index), -1, job, false});
+    for (int index = 0; index < NumTasks(job); ++index)
+      tasks.push_back({job, index, Address(*this, job, index), -1, job, false});
   bool found = false;
   for (TfTask& task : tasks) {
     if (task.type == task_type && task.index == task_index) task.is_this_task = found = true;
@@ -359,7 +373,8 @@ std::string TfConfig::TaskName() const { return Cat(task_type, " ", Num(task_ind
 
 std::string TfConfig::ChiefDescription() const {
   if (HasChiefJob())
-    return Cat("chief 0 (", Shown(Address(*this, "chief", 0)), "): the cluster has a chief job, so its task is the chief");
+    return Cat("chief 0 (", Shown(Address(*this, "chief", 0)),
+               "): the cluster has a chief job, so its task is the chief");
   return Cat("worker 0 (", Shown(Address(*this, "worker", 0)), "): no chief job, so worker 0 is the chief");
 }
 
@@ -407,11 +422,12 @@ StatusOr<TfConfig> ParseTfConfig(std::string_view text) {
     return Invalid(Cat(R"(TF_CONFIG has no "task"; add "task": {"type": "worker", "index": 0} saying which task )",
                        "of the cluster this process is", kTfNoTask));
   if (!task->is_object())
-    return Invalid(Cat(R"(TF_CONFIG task must be an object such as {"type": "worker", "index": 0}, got )", Kind(*task)));
+    return Invalid(
+        Cat(R"(TF_CONFIG task must be an object such as {"type": "worker", "index": 0}, got )", Kind(*task)));
   const auto type = task->find("type");
   if (type == task->end())
-    return Invalid(Cat(R"(TF_CONFIG task has no "type"; add "type": "worker" (or "chief", "ps", "evaluator"))",
-                       kTfNoTask));
+    return Invalid(
+        Cat(R"(TF_CONFIG task has no "type"; add "type": "worker" (or "chief", "ps", "evaluator"))", kTfNoTask));
   if (!type->is_string())
     return Invalid(Cat(R"(TF_CONFIG task.type must be a string such as "worker", got )", Kind(*type)));
   config.task_type = type->get<std::string>();
@@ -479,9 +495,9 @@ Status CheckParameterServerTfConfigAgainstWorld(const TfConfig& config, int worl
     return Status::Ok();
   }
   if (world_rank >= trainers)
-    return Invalid(Cat("this process is rank ", Num(world_rank), ", a parameter server's rank, but TF_CONFIG's task is ",
-                       config.TaskName(), "; give it the task {\"type\": \"ps\", \"index\": ",
-                       Num(world_rank - trainers), "}"));
+    return Invalid(Cat("this process is rank ", Num(world_rank),
+                       ", a parameter server's rank, but TF_CONFIG's task is ", config.TaskName(),
+                       "; give it the task {\"type\": \"ps\", \"index\": ", Num(world_rank - trainers), "}"));
   return CheckTfConfigAgainstWorld(config, trainers, world_rank);
 }
 
@@ -489,9 +505,9 @@ std::string DescribeTfConfig(const TfConfig& config) {
   const std::vector<TfTask> tasks = config.Tasks();
   const int ps = config.NumTasks("ps");
   const int evaluators = config.NumTasks("evaluator");
-  std::string out = Cat("TF_CONFIG: ", Count(config.NumTasks("chief") + config.NumTasks("worker") + ps + evaluators,
-                                             "task"),
-                        "; ", Num(config.NumWorkers()), " train (", TrainingBreakdown(config), ")");
+  std::string out =
+      Cat("TF_CONFIG: ", Count(config.NumTasks("chief") + config.NumTasks("worker") + ps + evaluators, "task"), "; ",
+          Num(config.NumWorkers()), " train (", TrainingBreakdown(config), ")");
   if (ps > 0) out += Cat(", ", Count(ps, "parameter server"));
   if (evaluators > 0) out += ", 1 evaluator";
   out += ".\n\n";

@@ -218,9 +218,12 @@ void BatchRunner::SumOuterProducts(std::span<const ExampleTerms* const> terms, s
         const std::uint32_t bits = std::bit_cast<std::uint32_t>(b[j]);
         const auto [significand, exponent] = DecodeFiniteFloat(bits);
         const auto signed_significand = static_cast<std::int32_t>(significand);
-        scratch.nonzero.push_back({static_cast<std::int32_t>(j), b[j], (bits >> 31) ? -signed_significand : signed_significand,
+        scratch.nonzero.push_back({static_cast<std::int32_t>(j), b[j],
+                                   (bits >> 31) ? -signed_significand : signed_significand,
                                    static_cast<std::int32_t>(exponent)});
-        if (finite) scratch.b_max[static_cast<std::size_t>(j)] = std::max(scratch.b_max[static_cast<std::size_t>(j)], static_cast<std::int32_t>(exponent));
+        if (finite)
+          scratch.b_max[static_cast<std::size_t>(j)] =
+              std::max(scratch.b_max[static_cast<std::size_t>(j)], static_cast<std::int32_t>(exponent));
       }
     }
   scratch.row_start.push_back(scratch.nonzero.size());
@@ -370,9 +373,10 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
 }
 
 void RoundWords(std::span<const std::int64_t> words, std::span<float> out) {
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, out.size(), 4096), [&](const tbb::blocked_range<std::size_t>& r) {
-    ExactToFloats(words.subspan(r.begin() * kExactWords, r.size() * kExactWords), out.subspan(r.begin(), r.size()));
-  });
+  tbb::parallel_for(
+      tbb::blocked_range<std::size_t>(0, out.size(), 4096), [&](const tbb::blocked_range<std::size_t>& r) {
+        ExactToFloats(words.subspan(r.begin() * kExactWords, r.size() * kExactWords), out.subspan(r.begin(), r.size()));
+      });
 }
 
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
@@ -385,10 +389,11 @@ void AddRegularizationWords(const Sequential<float>& model, const ParameterList<
     if (model.parameters()[p].spec.is_kernel) {
       const float* w = weights[p].data();
       std::int64_t* first = words.data() + offset * kExactWords;
-      tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, size, 8192), [&](const tbb::blocked_range<std::int64_t>& r) {
-        for (std::int64_t k = r.begin(); k < r.end(); ++k)
-          ExactAddFloat(first + k * kExactWords, coefficient * (w[k] * 2.0f));
-      });
+      tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, size, 8192),
+                        [&](const tbb::blocked_range<std::int64_t>& r) {
+                          for (std::int64_t k = r.begin(); k < r.end(); ++k)
+                            ExactAddFloat(first + k * kExactWords, coefficient * (w[k] * 2.0f));
+                        });
     }
     offset += size;
   }

@@ -30,8 +30,8 @@ namespace dtlab {
 struct BatchSegment {
   const ParameterList<float>* params = nullptr;  // this replica's copy of the variables
   std::int64_t begin = 0, count = 0;
-  ParameterList<float>* grads = nullptr;         // overwritten (zero if count == 0); null: forward only
-  ParameterList<float>* magnitudes = nullptr;    // optional: sum of |terms| of each gradient element
+  ParameterList<float>* grads = nullptr;       // overwritten (zero if count == 0); null: forward only
+  ParameterList<float>* magnitudes = nullptr;  // optional: sum of |terms| of each gradient element
 };
 
 /// Exact mode (docs/exact.md): one replica's share of a step, whose gradient is
@@ -73,9 +73,9 @@ class BatchRunner {
            std::span<const BatchSegment> segments);
 
   /// One segment covering the whole batch, forward only (exact mode: RunExact's forward).
-  void Evaluate(const ParameterList<float>& params, const Tensor<float>& images,
-                std::span<const std::int32_t> labels, std::span<float> per_example_loss,
-                std::span<std::int32_t> predictions, MathMode mode = MathMode::kFast);
+  void Evaluate(const ParameterList<float>& params, const Tensor<float>& images, std::span<const std::int32_t> labels,
+                std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+                MathMode mode = MathMode::kFast);
 
   /// One segment covering the whole batch, forward and backward.
   void ForwardBackward(const ParameterList<float>& params, const Tensor<float>& images,

@@ -189,7 +189,8 @@ class DeviceBackend final : public ComputeBackend {
 
 }  // namespace
 
-std::unique_ptr<ComputeBackend> MakeDeviceBackend(const Sequential<float>& model, std::unique_ptr<DeviceRunner> runner) {
+std::unique_ptr<ComputeBackend> MakeDeviceBackend(const Sequential<float>& model,
+                                                  std::unique_ptr<DeviceRunner> runner) {
   return std::make_unique<DeviceBackend>(model, std::move(runner));
 }
 

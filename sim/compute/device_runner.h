@@ -76,9 +76,9 @@ struct DeviceBatch {
 struct DeviceJob {
   const float* parameters = nullptr;  // the flat variables (DevicePlan order), on the host
   kernels::Index begin = 0, count = 0;
-  std::int64_t* words = nullptr;      // exact: kExactWords per value, overwritten with the normalized exact sums
-  float* grads = nullptr;             // fast: overwritten with the float sums
-  float* magnitudes = nullptr;        // fast, optional: sum of |term| per gradient value
+  std::int64_t* words = nullptr;  // exact: kExactWords per value, overwritten with the normalized exact sums
+  float* grads = nullptr;         // fast: overwritten with the float sums
+  float* magnitudes = nullptr;    // fast, optional: sum of |term| per gradient value
 };
 
 /// What a backend runs steps on: a DeviceRunnerOn over some Device, type-erased so
@@ -122,8 +122,19 @@ class DeviceRunnerOn {
   };
   // A lane's device memory, grown on demand and kept between steps.
   enum Slot {
-    kImages, kLabels, kCoefficients, kParameters, kLosses, kPredictions, kDlogits, kGradA, kGradB, kWords, kGrads,
-    kMagnitudes, kFirstActivation
+    kImages,
+    kLabels,
+    kCoefficients,
+    kParameters,
+    kLosses,
+    kPredictions,
+    kDlogits,
+    kGradA,
+    kGradB,
+    kWords,
+    kGrads,
+    kMagnitudes,
+    kFirstActivation
   };
   struct Lane {
     std::vector<Buffer> buffers;
@@ -186,11 +197,13 @@ class DeviceRunnerOn {
       switch (layer.kind) {
         case DeviceLayer::Kind::kConv: {
           const kernels::ConvShape s = Shape(layer, n);
-          device_.Launch(lane, s.outputs(), kernels::ConvForward{s, x, param(layer.parameter), param(layer.parameter + 1), y});
+          device_.Launch(lane, s.outputs(),
+                         kernels::ConvForward{s, x, param(layer.parameter), param(layer.parameter + 1), y});
           break;
         }
         case DeviceLayer::Kind::kPool: {
-          argmax[l] = Get<Index>(lane, kFirstActivation + 2 * l + 1, count * static_cast<std::size_t>(layer.out_size()));
+          argmax[l] =
+              Get<Index>(lane, kFirstActivation + 2 * l + 1, count * static_cast<std::size_t>(layer.out_size()));
           const kernels::PoolForward k{n, layer.in_h, layer.in_w, layer.in_c, x, y, argmax[l]};
           device_.Launch(lane, k.outputs(), k);
           break;
@@ -220,7 +233,8 @@ class DeviceRunnerOn {
     for (const DeviceLayer& layer : plan_.layers)
       largest = std::max(largest, static_cast<std::size_t>(std::max(layer.in_size(), layer.out_size())));
     float* ping[2] = {Get<float>(lane, kGradA, count * largest), Get<float>(lane, kGradB, count * largest)};
-    std::int64_t* words = job.words ? Get<std::int64_t>(lane, kWords, static_cast<std::size_t>(values * kExactWords)) : nullptr;
+    std::int64_t* words =
+        job.words ? Get<std::int64_t>(lane, kWords, static_cast<std::size_t>(values * kExactWords)) : nullptr;
     float* grads = job.grads ? Get<float>(lane, kGrads, static_cast<std::size_t>(values)) : nullptr;
     float* magnitudes = job.magnitudes ? Get<float>(lane, kMagnitudes, static_cast<std::size_t>(values)) : nullptr;
     auto at = [&](std::size_t p) {
@@ -246,18 +260,21 @@ class DeviceRunnerOn {
           const kernels::ConvShape s = Shape(layer, n);
           if (layer.relu) device_.Launch(lane, s.outputs(), kernels::ReluGradient{activations[l + 1], dy});
           device_.Launch(lane, s.kernel_size(), kernels::ConvKernelGradient{s, x, dy, at(layer.parameter)});
-          device_.Launch(lane, s.filters,
-                         kernels::BiasGradient{n, s.out_height() * s.out_width(), s.filters, dy,
-                                               at(layer.parameter + 1)});
+          device_.Launch(
+              lane, s.filters,
+              kernels::BiasGradient{n, s.out_height() * s.out_width(), s.filters, dy, at(layer.parameter + 1)});
           if (dx) device_.Launch(lane, s.inputs(), kernels::ConvInputGradient{s, dy, param(layer.parameter), dx});
           break;
         }
         case DeviceLayer::Kind::kDense: {
           const Index inputs = layer.in_size(), units = layer.out_c;
           if (layer.relu) device_.Launch(lane, n * units, kernels::ReluGradient{activations[l + 1], dy});
-          device_.Launch(lane, inputs * units, kernels::DenseKernelGradient{n, inputs, units, x, dy, at(layer.parameter)});
+          device_.Launch(lane, inputs * units,
+                         kernels::DenseKernelGradient{n, inputs, units, x, dy, at(layer.parameter)});
           device_.Launch(lane, units, kernels::BiasGradient{n, 1, units, dy, at(layer.parameter + 1)});
-          if (dx) device_.Launch(lane, n * inputs, kernels::DenseInputGradient{n, inputs, units, dy, param(layer.parameter), dx});
+          if (dx)
+            device_.Launch(lane, n * inputs,
+                           kernels::DenseInputGradient{n, inputs, units, dy, param(layer.parameter), dx});
           break;
         }
       }

@@ -82,14 +82,16 @@ Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::
     if (bad.empty()) continue;
     const std::size_t r = k + static_cast<std::size_t>(first_);
     std::int64_t losses = 0;
-    for (std::int64_t i = offsets[r]; i < offsets[r + 1]; ++i) losses += !std::isfinite(losses_[static_cast<std::size_t>(i)]);
+    for (std::int64_t i = offsets[r]; i < offsets[r + 1]; ++i)
+      losses += !std::isfinite(losses_[static_cast<std::size_t>(i)]);
     const std::string weights = NonFiniteVariables(model_, Weights(replicas_[k]));
     const std::string injected = faults_ != nullptr ? faults_->injected_nan() : "";
     return Status::Runtime(
         "step " + std::to_string(step) + ": replica " + std::to_string(r) + " of " + std::to_string(config_.replicas) +
         " computed a non-finite gradient for " + bad + "; " + std::to_string(losses) + " of its " +
         std::to_string(offsets[r + 1] - offsets[r]) + " examples have a non-finite loss; " +
-        (weights.empty() ? "its weights were finite before the step" : "its weights were already non-finite: " + weights) +
+        (weights.empty() ? "its weights were finite before the step"
+                         : "its weights were already non-finite: " + weights) +
         (injected.empty() ? ". Try a smaller --lr" : "; the value was injected by the fault " + injected));
   }
   return Status::Ok();
@@ -103,10 +105,11 @@ Status Cluster::ShareSlices(std::vector<T>& values, const std::vector<std::int64
   const std::int32_t per_worker = config_.replicas / workers;
   std::vector<std::size_t> counts(static_cast<std::size_t>(workers));
   for (std::int32_t w = 0; w < workers; ++w)
-    counts[static_cast<std::size_t>(w)] = static_cast<std::size_t>(offsets[static_cast<std::size_t>((w + 1) * per_worker)] -
-                                                                   offsets[static_cast<std::size_t>(w * per_worker)]);
+    counts[static_cast<std::size_t>(w)] = static_cast<std::size_t>(
+        offsets[static_cast<std::size_t>((w + 1) * per_worker)] - offsets[static_cast<std::size_t>(w * per_worker)]);
   const auto begin = values.begin() + offsets[static_cast<std::size_t>(first_)];
-  const std::vector<T> mine(begin, begin + static_cast<std::ptrdiff_t>(counts[static_cast<std::size_t>(group_->rank())]));
+  const std::vector<T> mine(begin,
+                            begin + static_cast<std::ptrdiff_t>(counts[static_cast<std::size_t>(group_->rank())]));
   return group_->AllGatherValues(std::span<const T>(mine), std::span<T>(values), counts, what, step);
 }
 
@@ -140,9 +143,10 @@ Status ClusterConfig::Validate() const {
     return Status::InvalidArgument("the one_device strategy has exactly one replica (got --replicas " +
                                    std::to_string(replicas) + "); use mirrored for several");
   if (workers > 1 && strategy != StrategyKind::kMultiWorkerMirrored && strategy != StrategyKind::kParameterServer)
-    return Status::InvalidArgument("--workers " + std::to_string(workers) + " needs the multi_worker_mirrored or "
-                                   "parameter_server strategy (" + std::string(StrategyName(strategy)) +
-                                   " runs on one worker)");
+    return Status::InvalidArgument("--workers " + std::to_string(workers) +
+                                   " needs the multi_worker_mirrored or "
+                                   "parameter_server strategy (" +
+                                   std::string(StrategyName(strategy)) + " runs on one worker)");
   DTLAB_RETURN_IF_ERROR(LossCode::Validate());
   for (const FaultSpec& fault : faults) {
     // Both fields index the replicas (FaultInjector::BeginStep, the transport): in range or refused.
@@ -238,8 +242,7 @@ void Cluster::ExportState(TrainingState& state) const {
   state.params = variables();
   const Optimizer& source = central() ? *host_optimizer_ : *replicas_[0].optimizer;
   for (std::size_t s = 0; s < source.SlotNames().size(); ++s)
-    for (std::size_t p = 0; p < state.params.size(); ++p)
-      state.optimizer->slot(s, p) = source.slot(s, p);
+    for (std::size_t p = 0; p < state.params.size(); ++p) state.optimizer->slot(s, p) = source.slot(s, p);
   state.optimizer->set_iterations(source.iterations());
   const SparseCategoricalAccuracy merged = MergedAccuracy();
   state.train_accuracy = merged;
@@ -249,8 +252,7 @@ void Cluster::ImportState(const TrainingState& state) {
   auto load = [&](ParameterList<float>& params, Optimizer& optimizer) {
     params = state.params;
     for (std::size_t s = 0; s < optimizer.SlotNames().size(); ++s)
-      for (std::size_t p = 0; p < params.size(); ++p)
-        optimizer.slot(s, p) = state.optimizer->slot(s, p);
+      for (std::size_t p = 0; p < params.size(); ++p) optimizer.slot(s, p) = state.optimizer->slot(s, p);
     optimizer.set_iterations(state.optimizer->iterations());
   };
   for (auto& replica : replicas_) load(replica.params, *replica.optimizer);
@@ -286,9 +288,10 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   std::vector<LossCode::LossScale> scales(static_cast<std::size_t>(n));
   for (std::int32_t r = 0; r < n; ++r) {
     const auto k = static_cast<std::size_t>(r);
-    scales[k] = config_.ReplicaCoefficients(batch_sizes[k], global_batch_size, n,
-                                            std::span(coefficients_).subspan(static_cast<std::size_t>(offsets[k]),
-                                                                             static_cast<std::size_t>(batch_sizes[k])));
+    scales[k] = config_.ReplicaCoefficients(
+        batch_sizes[k], global_batch_size, n,
+        std::span(coefficients_)
+            .subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])));
   }
   DTLAB_RETURN_IF_ERROR(config_.CheckEmptyReplicas(batch_sizes, step));
 

@@ -75,7 +75,7 @@ struct StepResult {
   std::vector<float> replica_losses;  // experimental_local_results of the per-replica losses
   std::vector<std::int64_t> replica_batch_sizes;
   std::int64_t examples = 0;
-  std::optional<StepCheck> check;     // with check_reference
+  std::optional<StepCheck> check;         // with check_reference
   std::vector<double> straggler_seconds;  // per replica: injected extra compute (simulated), if any
 };
 
@@ -131,7 +131,7 @@ class Cluster final : public TrainingEngine {
   struct Replica {
     ParameterList<float> params, grads;
     std::unique_ptr<Optimizer> optimizer;
-    std::vector<float> flat;  // the gradient (or variables) packed for the collective
+    std::vector<float> flat;          // the gradient (or variables) packed for the collective
     std::vector<std::int64_t> words;  // exact mode: the gradient as accumulator words
   };
   Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size);
@@ -178,16 +178,16 @@ class Cluster final : public TrainingEngine {
   const Sequential<float>& model_;
   ClusterConfig config_;
   BatchRunner runner_;
-  std::unique_ptr<ComputeBackend> cpu_;  // runner_ as a compute backend
-  ComputeBackend* compute_ = nullptr;    // not owned; null: cpu_
+  std::unique_ptr<ComputeBackend> cpu_;       // runner_ as a compute backend
+  ComputeBackend* compute_ = nullptr;         // not owned; null: cpu_
   std::unique_ptr<FaultInjector> faults_;     // with injected faults
   std::unique_ptr<ReferenceStep> reference_;  // with check_reference
-  std::vector<Replica> replicas_;  // this process's replicas: global ids [first_, first_ + size)
+  std::vector<Replica> replicas_;             // this process's replicas: global ids [first_, first_ + size)
   std::int32_t first_ = 0;
-  WorkerGroup* group_ = nullptr;   // not owned; null in a single-process run
+  WorkerGroup* group_ = nullptr;                       // not owned; null in a single-process run
   std::vector<SparseCategoricalAccuracy> accuracies_;  // every replica's, on every worker
-  ParameterList<float> host_params_;             // CentralStorage only
-  std::unique_ptr<Optimizer> host_optimizer_;    // CentralStorage only
+  ParameterList<float> host_params_;                   // CentralStorage only
+  std::unique_ptr<Optimizer> host_optimizer_;          // CentralStorage only
   MessageLog log_;
   // Step buffers, reused.
   Tensor<float> images_;

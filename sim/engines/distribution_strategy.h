@@ -149,8 +149,7 @@ class DistributionStrategy {
   /// `co_await context.AllReduce(...)`. Returns the per-replica results, or
   /// InvalidArgument if the replicas' all-reduces do not line up (one replica
   /// finished while others wait, or their sizes or ops differ).
-  template <typename Fn, typename Arg,
-            typename Step = std::invoke_result_t<Fn&, ReplicaContext&, const Arg&>>
+  template <typename Fn, typename Arg, typename Step = std::invoke_result_t<Fn&, ReplicaContext&, const Arg&>>
   auto RunWithCollectives(Fn&& fn, const PerReplica<Arg>& args) const
       -> StatusOr<PerReplica<typename decltype(std::declval<Step&>().handle().promise().value)::value_type>> {
     using T = typename decltype(std::declval<Step&>().handle().promise().value)::value_type;

@@ -28,9 +28,9 @@ Status FaultInjector::CheckAgainstModel(const std::vector<FaultSpec>& faults, co
     }
     if (fault.kind == FaultKind::kNonFinite && !fault.variable.empty() &&
         std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == fault.variable; })) {
-      return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": the model has no variable '" +
-                                     fault.variable + "' (variables: " + JoinText(params, ", ", [](const auto& p) { return p.name; }) +
-                                     ")");
+      return Status::InvalidArgument(
+          "fault " + FaultSpecText(fault) + ": the model has no variable '" + fault.variable +
+          "' (variables: " + JoinText(params, ", ", [](const auto& p) { return p.name; }) + ")");
     }
   }
   return Status::Ok();
@@ -82,8 +82,7 @@ void FaultInjector::BeginRealStep(std::int64_t step, std::int32_t first, std::in
       std::fflush(stderr);
       std::raise(SIGKILL);
     }
-    if (fault.kind == FaultKind::kStraggler)
-      std::this_thread::sleep_for(std::chrono::duration<double>(fault.seconds));
+    if (fault.kind == FaultKind::kStraggler) std::this_thread::sleep_for(std::chrono::duration<double>(fault.seconds));
   }
 }
 

@@ -34,8 +34,8 @@ constexpr NameTable<EmptyReplicaLoss, 2> kEmptyReplicaLosses = {{
 // The pitfalls, in the words the reference check's verdicts use.
 std::string UnscaledRegularizationCause(std::int32_t n) {
   return ": every replica added the whole regularization loss instead of scale_regularization_loss (1/" +
-         std::to_string(n) + " of it), so the SUM over " + std::to_string(n) + " replicas holds " +
-         std::to_string(n) + " times the weight decay";
+         std::to_string(n) + " of it), so the SUM over " + std::to_string(n) + " replicas holds " + std::to_string(n) +
+         " times the weight decay";
 }
 constexpr const char* kKeras3MeanCause =
     ": Keras 3's sum_over_batch_size divides each replica's losses by its local batch and by "
@@ -70,9 +70,12 @@ std::string_view EmptyReplicaLossName(EmptyReplicaLoss behaviour) { return EnumN
 std::int64_t ReplicaDenominator(LossDenominator rule, std::int64_t local_batch, std::int64_t global_batch_size,
                                 std::int32_t num_replicas) {
   switch (rule) {
-    case LossDenominator::kDefault: return AverageLossDenominator(local_batch, std::nullopt, num_replicas);
-    case LossDenominator::kGlobal: return AverageLossDenominator(local_batch, global_batch_size, num_replicas);
-    case LossDenominator::kPerReplica: return local_batch;  // tf.reduce_mean
+    case LossDenominator::kDefault:
+      return AverageLossDenominator(local_batch, std::nullopt, num_replicas);
+    case LossDenominator::kGlobal:
+      return AverageLossDenominator(local_batch, global_batch_size, num_replicas);
+    case LossDenominator::kPerReplica:
+      return local_batch;  // tf.reduce_mean
   }
   return global_batch_size;
 }
@@ -137,8 +140,9 @@ std::string LossCode::LossCodeText(std::int64_t global_batch_size) const {
   if (ddp())
     data = "mean(per_example_loss) (PyTorch DDP: gradients MEAN all-reduced)";
   else if (keras3_mean())
-    data = "SparseCategoricalCrossentropy(from_logits=True, reduction='sum_over_batch_size')(labels, logits) "
-           "(Keras 3: the local mean x 1/num_replicas_in_sync)";
+    data =
+        "SparseCategoricalCrossentropy(from_logits=True, reduction='sum_over_batch_size')(labels, logits) "
+        "(Keras 3: the local mean x 1/num_replicas_in_sync)";
   else if (denominator == LossDenominator::kGlobal)
     data = "compute_average_loss(per_example_loss, global_batch_size=" + std::to_string(global_batch_size) + ")";
   else if (denominator == LossDenominator::kDefault)
@@ -155,7 +159,8 @@ std::string LossCode::FastMismatchCause(std::int32_t n, bool n_times, bool regul
     return UnscaledRegularizationCause(n);
   if (n_times && denominator == LossDenominator::kPerReplica && !ddp())
     return ": each replica divided its loss by its local batch (tf.reduce_mean) instead of the global batch, so the "
-           "SUM over " + std::to_string(n) + " replicas makes the gradients " + std::to_string(n) +
+           "SUM over " +
+           std::to_string(n) + " replicas makes the gradients " + std::to_string(n) +
            " times too large; use compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH_SIZE)";
   if (keras3_mean()) return kKeras3MeanCause;
   if (denominator == LossDenominator::kDefault && !ddp()) return kDefaultDenominatorCause;

@@ -20,11 +20,11 @@ StatusOr<std::unique_ptr<ParameterServerCluster>> ParameterServerCluster::Create
     WorkerGroup* group) {
   if (options.workers < 1) return Status::InvalidArgument("--workers must be at least 1 for parameter_server");
   if (group != nullptr && group->size() != 1 + options.workers + options.parameter_servers)
-    return Status::InvalidArgument("parameter_server across MPI ranks needs 1 chief + " +
-                                   std::to_string(options.workers) + " workers + " +
-                                   std::to_string(options.parameter_servers) + " parameter servers = " +
-                                   std::to_string(1 + options.workers + options.parameter_servers) + " ranks, not " +
-                                   std::to_string(group->size()));
+    return Status::InvalidArgument(
+        "parameter_server across MPI ranks needs 1 chief + " + std::to_string(options.workers) + " workers + " +
+        std::to_string(options.parameter_servers) +
+        " parameter servers = " + std::to_string(1 + options.workers + options.parameter_servers) + " ranks, not " +
+        std::to_string(group->size()));
   if (options.parameter_servers < 1)
     return Status::InvalidArgument("--parameter-servers must be at least 1, got " +
                                    std::to_string(options.parameter_servers));
@@ -237,15 +237,19 @@ class Reader {
   template <typename T>
   T Get() {
     T value{};
-    if (at_ + sizeof(T) <= bytes_.size()) std::memcpy(&value, bytes_.data() + at_, sizeof(T));
-    else short_ = true;
+    if (at_ + sizeof(T) <= bytes_.size())
+      std::memcpy(&value, bytes_.data() + at_, sizeof(T));
+    else
+      short_ = true;
     at_ += sizeof(T);
     return value;
   }
   template <typename T>
   void GetAll(std::span<T> out) {
-    if (at_ + out.size_bytes() <= bytes_.size()) std::memcpy(out.data(), bytes_.data() + at_, out.size_bytes());
-    else short_ = true;
+    if (at_ + out.size_bytes() <= bytes_.size())
+      std::memcpy(out.data(), bytes_.data() + at_, out.size_bytes());
+    else
+      short_ = true;
     at_ += out.size_bytes();
   }
   PsMessage Kind() { return static_cast<PsMessage>(Get<std::int32_t>()); }
@@ -293,7 +297,8 @@ Status ParameterServerCluster::RunChief(std::int64_t max_updates,
     update.loss = in.Get<float>();
     update.examples = in.Get<std::int64_t>();
     update.staleness = in.Get<std::int64_t>();
-    if (!in.ok() || update.examples < 0 || update.examples > (std::int64_t{1} << 30)) return Short("report", message.from);
+    if (!in.ok() || update.examples < 0 || update.examples > (std::int64_t{1} << 30))
+      return Short("report", message.from);
     std::vector<std::int32_t> labels(static_cast<std::size_t>(update.examples)), predictions(labels.size());
     in.GetAll(std::span(labels));
     in.GetAll(std::span(predictions));
@@ -330,8 +335,8 @@ Status ParameterServerCluster::RunChief(std::int64_t max_updates,
   return Status::Ok();
 }
 
-Status ParameterServerCluster::RunWorker(const ImageDataset& data, const std::vector<std::vector<std::int64_t>>& batches,
-                                         float learning_rate) {
+Status ParameterServerCluster::RunWorker(const ImageDataset& data,
+                                         const std::vector<std::vector<std::int64_t>>& batches, float learning_rate) {
   const std::int32_t servers = options_.parameter_servers;
   std::vector<std::int64_t> pulled_versions(static_cast<std::size_t>(servers));
   ParameterList<float> grads = model_.ZeroParameters();
@@ -362,7 +367,8 @@ Status ParameterServerCluster::RunWorker(const ImageDataset& data, const std::ve
       DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received message,
                              group_->Receive(ServerRank(p), "a worker waiting for its update to be applied"));
       Reader in(message.bytes);
-      if (const PsMessage kind = in.Kind(); kind != PsMessage::kApplied) return Unexpected("a worker", kind, message.from);
+      if (const PsMessage kind = in.Kind(); kind != PsMessage::kApplied)
+        return Unexpected("a worker", kind, message.from);
       staleness = std::max(staleness, in.Get<std::int64_t>() - pulled_versions[static_cast<std::size_t>(p)]);
     }
     Writer report(PsMessage::kReport);
@@ -377,7 +383,8 @@ Status ParameterServerCluster::RunWorker(const ImageDataset& data, const std::ve
   DTLAB_RETURN_IF_ERROR(group_->Send(0, Writer(PsMessage::kEpochDone).bytes(), "epoch done"));
   DTLAB_ASSIGN_OR_RETURN(WorkerGroup::Received closed, group_->Receive(0, "a worker waiting for the end of the epoch"));
   Reader in(closed.bytes);
-  if (const PsMessage kind = in.Kind(); kind != PsMessage::kEpochClosed) return Unexpected("a worker", kind, closed.from);
+  if (const PsMessage kind = in.Kind(); kind != PsMessage::kEpochClosed)
+    return Unexpected("a worker", kind, closed.from);
   version_ = in.Get<std::int64_t>();
   return Status::Ok();
 }

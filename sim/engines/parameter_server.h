@@ -54,11 +54,11 @@ struct ParameterServerOptions {
   std::int32_t workers = 2;
   std::int32_t parameter_servers = 1;
   std::uint64_t seed = 1;
-  double straggler_spread = 0.5;           // step time x (1 + spread * u), u uniform in [0, 1)
+  double straggler_spread = 0.5;  // step time x (1 + spread * u), u uniform in [0, 1)
   double device_flops_per_second = 100e9;
-  double flops_per_example = 0;            // of one training example, forward and backward
-  LinkParameters link;                     // worker <-> parameter server transfers
-  MathMode math = MathMode::kFast;         // exact: each worker's gradient is BatchRunner::ExactGradient
+  double flops_per_example = 0;     // of one training example, forward and backward
+  LinkParameters link;              // worker <-> parameter server transfers
+  MathMode math = MathMode::kFast;  // exact: each worker's gradient is BatchRunner::ExactGradient
   /// The loss code every worker runs on its batch. TF's ParameterServerStrategy
   /// (parameter_server_strategy_v2.py) has num_replicas_in_sync = the GPUs of a
   /// worker, or 1: a worker's step is one replica on a whole batch, so the code is
@@ -74,7 +74,7 @@ struct ParameterServerOptions {
 
 /// One applied update.
 struct ParameterServerUpdate {
-  std::int64_t update = 0;          // 1-based global update number (the optimizer step)
+  std::int64_t update = 0;  // 1-based global update number (the optimizer step)
   std::int32_t worker = 0;
   std::int64_t pulled_version = 0;  // updates applied when the worker pulled
   std::int64_t staleness = 0;       // updates applied between its pull and its push
@@ -86,13 +86,10 @@ struct ParameterServerUpdate {
 
 class ParameterServerCluster final : public TrainingEngine {
  public:
-  static StatusOr<std::unique_ptr<ParameterServerCluster>> Create(const Sequential<float>& model,
-                                                                  const ParameterServerOptions& options,
-                                                                  std::string_view optimizer,
-                                                                  const OptimizerOptions& optimizer_options,
-                                                                  const ParameterList<float>& initial,
-                                                                  std::int64_t chunk_size,
-                                                                  WorkerGroup* group = nullptr);
+  static StatusOr<std::unique_ptr<ParameterServerCluster>> Create(
+      const Sequential<float>& model, const ParameterServerOptions& options, std::string_view optimizer,
+      const OptimizerOptions& optimizer_options, const ParameterList<float>& initial, std::int64_t chunk_size,
+      WorkerGroup* group = nullptr);
 
   /// Runs one epoch: worker w trains on per_worker_batches[w] in order. Calls
   /// `on_update` after every applied update (an error it returns ends the epoch
@@ -103,8 +100,9 @@ class ParameterServerCluster final : public TrainingEngine {
   /// arrive, and in-flight steps of other workers still finish after the limit.
   /// A resumed epoch: worker w starts at its batch first_batches[w] (empty: 0),
   /// pulling the variables as they are.
-  Status RunEpoch(const ImageDataset& data, const std::vector<std::vector<std::vector<std::int64_t>>>& per_worker_batches,
-                  std::int64_t epoch, float learning_rate, std::int64_t max_updates,
+  Status RunEpoch(const ImageDataset& data,
+                  const std::vector<std::vector<std::vector<std::int64_t>>>& per_worker_batches, std::int64_t epoch,
+                  float learning_rate, std::int64_t max_updates,
                   const std::function<Status(const ParameterServerUpdate&)>& on_update,
                   std::span<const std::int64_t> first_batches = {});
 
@@ -126,7 +124,8 @@ class ParameterServerCluster final : public TrainingEngine {
   void ImportState(const TrainingState& state) override;
 
  private:
-  ParameterServerCluster(const Sequential<float>& model, const ParameterServerOptions& options, std::int64_t chunk_size);
+  ParameterServerCluster(const Sequential<float>& model, const ParameterServerOptions& options,
+                         std::int64_t chunk_size);
   double StepSeconds(std::int32_t worker, std::int64_t examples, std::int64_t epoch, std::int64_t batch) const;
   // A worker's step on `batch` with the variables `params`: its gradient into
   // grads, labels_ and predictions_ filled; returns the loss.
@@ -134,7 +133,8 @@ class ParameterServerCluster final : public TrainingEngine {
                        const ParameterList<float>& params, ParameterList<float>& grads);
   // RunEpoch across MPI ranks, by role.
   Status RunChief(std::int64_t max_updates, const std::function<Status(const ParameterServerUpdate&)>& on_update);
-  Status RunWorker(const ImageDataset& data, const std::vector<std::vector<std::int64_t>>& batches, float learning_rate);
+  Status RunWorker(const ImageDataset& data, const std::vector<std::vector<std::int64_t>>& batches,
+                   float learning_rate);
   Status RunServer(std::int32_t server);
   std::int32_t ServerRank(std::int32_t server) const { return 1 + options_.workers + server; }
 

@@ -44,7 +44,8 @@ StatusOr<EpochOutcome> ParameterServerCluster::TrainEpoch(const EpochRequest& re
       return Status::InvalidArgument("the checkpoint says parameter_server worker " + std::to_string(w) + " pushed " +
                                      std::to_string(pushed[w]) + " batches of epoch " +
                                      std::to_string(request.epoch + 1) + ", but it has " +
-                                     std::to_string(per_worker[w].size()) + " in this run; resume on the data set, "
+                                     std::to_string(per_worker[w].size()) +
+                                     " in this run; resume on the data set, "
                                      "workers and batch the checkpoint was written with");
   // The steps of the epoch whose batches every worker has pushed: where the
   // epoch stands in a synchronous count (TrainingState::step_in_epoch).

@@ -17,14 +17,14 @@ std::int64_t OrderedBits(float x) {
 }  // namespace
 
 std::int64_t UlpDistance(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return (std::isnan(a) && std::isnan(b)) ? 0 : std::numeric_limits<std::int64_t>::max();
+  if (std::isnan(a) || std::isnan(b))
+    return (std::isnan(a) && std::isnan(b)) ? 0 : std::numeric_limits<std::int64_t>::max();
   const std::int64_t d = OrderedBits(a) - OrderedBits(b);
   return d < 0 ? -d : d;
 }
 
-VariableCheck CompareWithBound(std::string name, std::span<const float> distributed,
-                               std::span<const float> reference, std::span<const float> magnitudes,
-                               double additions) {
+VariableCheck CompareWithBound(std::string name, std::span<const float> distributed, std::span<const float> reference,
+                               std::span<const float> magnitudes, double additions) {
   VariableCheck check;
   check.name = std::move(name);
   double dot = 0, norm = 0;
@@ -35,7 +35,8 @@ VariableCheck CompareWithBound(std::string name, std::span<const float> distribu
     const double bound = 1.01 * additions * kFloatUnitRoundoff * magnitude;
     double fraction = bound > 0 ? diff / bound : (diff == 0 ? 0.0 : std::numeric_limits<double>::infinity());
     if (std::isnan(diff)) fraction = std::numeric_limits<double>::infinity();
-    check.max_abs_diff = std::max(check.max_abs_diff, std::isnan(diff) ? std::numeric_limits<double>::infinity() : diff);
+    check.max_abs_diff =
+        std::max(check.max_abs_diff, std::isnan(diff) ? std::numeric_limits<double>::infinity() : diff);
     check.max_ulp = std::max(check.max_ulp, UlpDistance(distributed[i], reference[i]));
     check.max_bound_fraction = std::max(check.max_bound_fraction, fraction);
     dot += d * r;
@@ -51,7 +52,8 @@ VariableCheck CompareBitwise(std::string name, std::span<const float> distribute
   double dot = 0, norm = 0;
   check.max_bound_fraction = 0;
   for (std::size_t i = 0; i < reference.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(distributed[i]) != std::bit_cast<std::uint32_t>(reference[i])) ++check.values_differing;
+    if (std::bit_cast<std::uint32_t>(distributed[i]) != std::bit_cast<std::uint32_t>(reference[i]))
+      ++check.values_differing;
     dot += static_cast<double>(distributed[i]) * reference[i];
     norm += static_cast<double>(reference[i]) * reference[i];
   }

@@ -42,9 +42,8 @@ struct VariableCheck {
 /// Compares `distributed` with `reference` element by element; `magnitudes[i]` is
 /// sum|x_i| for element i (one entry, or one per element) and `additions` the
 /// total h_distributed + h_reference.
-VariableCheck CompareWithBound(std::string name, std::span<const float> distributed,
-                               std::span<const float> reference, std::span<const float> magnitudes,
-                               double additions);
+VariableCheck CompareWithBound(std::string name, std::span<const float> distributed, std::span<const float> reference,
+                               std::span<const float> magnitudes, double additions);
 
 /// Exact mode's comparison: equal means bit for bit (within_bound is set to
 /// "every element has the reference's bits"; +0 and -0 differ here).
@@ -60,7 +59,7 @@ struct StepCheck {
   bool within_bound = true;                  // every variable and the loss (exact: bitwise equal)
   double max_abs_diff = 0, max_bound_fraction = 0;
   std::int64_t max_ulp = 0;
-  std::string explanation;  // a sentence saying why it failed (empty when it passed)
+  std::string explanation;                          // a sentence saying why it failed (empty when it passed)
   double distributed_norm = 0, reference_norm = 0;  // L2 norms of the whole gradients
   /// Folds the variables and the loss into the step's maxima and verdict.
   void Summarize();

@@ -31,9 +31,9 @@ class ReferenceStep {
     const ParameterList<float>* weights = nullptr;  // the variables the step computed with
     const Tensor<float>* images = nullptr;          // the global batch, replica after replica
     std::span<const std::int32_t> labels;
-    std::span<const float> per_example_loss;        // the step's, for every example
-    std::span<const std::int64_t> batch_sizes;      // each replica's examples
-    std::span<const float> reduced_gradient;        // flat, in parameter order
+    std::span<const float> per_example_loss;    // the step's, for every example
+    std::span<const std::int64_t> batch_sizes;  // each replica's examples
+    std::span<const float> reduced_gradient;    // flat, in parameter order
     float reduced_loss = 0;
     std::int64_t global_batch_size = 0;
     std::int64_t step = 0;

@@ -40,8 +40,8 @@ struct EpochRequest {
   // batches (empty: none).
   std::int64_t first_step = 0;
   std::vector<std::int64_t> first_worker_batches;
-  std::int64_t capture_step = -1;        // keep the weights before this step and its gradient (--dump-step)
-  bool every_reduced_gradient = false;   // report every step's reduced gradient
+  std::int64_t capture_step = -1;       // keep the weights before this step and its gradient (--dump-step)
+  bool every_reduced_gradient = false;  // report every step's reduced gradient
 };
 
 /// What one optimizer step did, as the engine reports it to the loop. Pointers

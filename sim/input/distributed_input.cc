@@ -92,8 +92,8 @@ std::string Plural(std::int64_t count, const char* noun) {
 }  // namespace
 
 namespace {
-constexpr NameTable<InputApi, 2> kInputApis = {{{"dataset", InputApi::kDistributeDataset},
-                                                {"function", InputApi::kFromFunction}}};
+constexpr NameTable<InputApi, 2> kInputApis = {
+    {{"dataset", InputApi::kDistributeDataset}, {"function", InputApi::kFromFunction}}};
 constexpr NameTable<RebatchRule, 2> kRebatchRules = {{{"v2", RebatchRule::kV2}, {"legacy", RebatchRule::kLegacy}}};
 constexpr NameTable<AutoShardPolicy, 5> kShardPolicies = {{
     {"off", AutoShardPolicy::kOff},
@@ -157,9 +157,8 @@ std::vector<std::int64_t> ReplicaBatchSizes(std::int64_t global_batch_size, std:
   return sizes;
 }
 
-std::vector<std::vector<std::int64_t>> SplitBatch(std::span<const std::int64_t> batch,
-                                                  std::int64_t global_batch_size, std::int32_t num_replicas,
-                                                  RebatchRule rule) {
+std::vector<std::vector<std::int64_t>> SplitBatch(std::span<const std::int64_t> batch, std::int64_t global_batch_size,
+                                                  std::int32_t num_replicas, RebatchRule rule) {
   assert(num_replicas >= 1 && static_cast<std::int64_t>(batch.size()) <= global_batch_size);
   if (rule == RebatchRule::kLegacy) return LegacyChunks(batch, num_replicas);
   const std::vector<std::int64_t> sizes = ReplicaBatchSizes(global_batch_size, num_replicas, RebatchRule::kV2);
@@ -261,8 +260,9 @@ StatusOr<DistributedDataset> DistributedDataset::DistributeDatasetsFromFunction(
     std::function<StatusOr<Pipeline>(const InputContext&)> dataset_fn) {
   DTLAB_RETURN_IF_ERROR(CheckCluster(num_workers, replicas_per_worker));
   if (!dataset_fn) {
-    return Status::InvalidArgument("distribute_datasets_from_function: dataset_fn is empty; pass a function that "
-                                   "returns the batched pipeline for an InputContext");
+    return Status::InvalidArgument(
+        "distribute_datasets_from_function: dataset_fn is empty; pass a function that "
+        "returns the batched pipeline for an InputContext");
   }
   DistributedDataset dataset;
   dataset.source_ = Source::kFunction;
@@ -357,8 +357,7 @@ std::vector<DistributedDataset::Step> DistributedDataset::Iterate(std::int64_t e
 }
 
 std::string DistributedDataset::Describe() const {
-  const std::string cluster =
-      " on " + Plural(num_workers_, "worker") + " x " + Plural(replicas_per_worker_, "replica");
+  const std::string cluster = " on " + Plural(num_workers_, "worker") + " x " + Plural(replicas_per_worker_, "replica");
   if (source_ == Source::kFunction) {
     std::string text = "distribute_datasets_from_function" + cluster + ":";
     for (std::size_t w = 0; w < pipelines_.size(); ++w) {

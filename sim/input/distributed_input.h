@@ -120,9 +120,8 @@ std::vector<std::int64_t> ReplicaBatchSizes(std::int64_t global_batch_size, std:
 ///   V2:     [0,1],[2],[3]   [4,5],[6],[7]   [8,9],[],[]
 ///   legacy: [0,1],[2,3],[]  [4,5],[6,7],[]  [8],[9],[]
 /// REQUIRES: global_batch_size >= batch.size(), num_replicas >= 1.
-std::vector<std::vector<std::int64_t>> SplitBatch(std::span<const std::int64_t> batch,
-                                                  std::int64_t global_batch_size, std::int32_t num_replicas,
-                                                  RebatchRule rule);
+std::vector<std::vector<std::int64_t>> SplitBatch(std::span<const std::int64_t> batch, std::int64_t global_batch_size,
+                                                  std::int32_t num_replicas, RebatchRule rule);
 
 /// tf.distribute.InputContext (tensorflow/python/distribute/distribute_lib.py):
 /// what dataset_fn learns about its input pipeline.
@@ -143,7 +142,7 @@ struct DistributedInputOptions {
   std::int64_t num_elements = 0;       // range(num_elements)
   std::int64_t global_batch_size = 1;  // batch(global_batch_size, drop_remainder)
   bool drop_remainder = false;
-  std::int64_t shuffle_buffer = 0;     // 0: no shuffle; else shuffle(shuffle_buffer, seed) before batch
+  std::int64_t shuffle_buffer = 0;  // 0: no shuffle; else shuffle(shuffle_buffer, seed) before batch
   std::uint64_t seed = 0;
   std::int32_t num_workers = 1;
   std::int32_t replicas_per_worker = 1;

@@ -27,11 +27,10 @@ StatusOr<CollectiveCost> EstimateCollective(const CollectiveRecord& record, cons
   for (std::size_t i = 0; i < record.messages.size(); ++i) {
     const Message& m = record.messages[i];
     if (m.phase < 0 || m.bytes < 0 || m.sender < 0 || m.sender >= n || m.receiver < 0 || m.receiver >= n) {
-      return Status::InvalidArgument(Describe(record) + ": message " + std::to_string(i) + " (phase " +
-                                     std::to_string(m.phase) + ", " + std::to_string(m.sender) + " -> " +
-                                     std::to_string(m.receiver) + ", " + std::to_string(m.bytes) +
-                                     " bytes) needs phase >= 0, bytes >= 0 and replicas in [0, " +
-                                     std::to_string(n) + ")");
+      return Status::InvalidArgument(
+          Describe(record) + ": message " + std::to_string(i) + " (phase " + std::to_string(m.phase) + ", " +
+          std::to_string(m.sender) + " -> " + std::to_string(m.receiver) + ", " + std::to_string(m.bytes) +
+          " bytes) needs phase >= 0, bytes >= 0 and replicas in [0, " + std::to_string(n) + ")");
     }
     num_phases = std::max(num_phases, m.phase + 1);
   }
@@ -88,9 +87,8 @@ StatusOr<CollectiveCost> EstimateCollective(const CollectiveRecord& record, cons
     for (std::size_t i = 0; i < loads.size(); ++i) {
       if (unique > 0 && loads[unique - 1].first == loads[i].first) {
         if (__builtin_add_overflow(loads[unique - 1].second, loads[i].second, &loads[unique - 1].second)) {
-          return Status::InvalidArgument(Describe(record) + ": the bytes on link " +
-                                         topology.LinkName(loads[i].first) + " in phase " + std::to_string(phase) +
-                                         " overflow 64 bits");
+          return Status::InvalidArgument(Describe(record) + ": the bytes on link " + topology.LinkName(loads[i].first) +
+                                         " in phase " + std::to_string(phase) + " overflow 64 bits");
         }
       } else {
         loads[unique++] = loads[i];
@@ -118,8 +116,8 @@ StatusOr<CollectiveCost> EstimateCollective(const CollectiveRecord& record, cons
           static_cast<double>(busiest) / bandwidth + static_cast<double>(message_cost.hops) * latency;
       phase_cost.max_hops = std::max(phase_cost.max_hops, message_cost.hops);
     }
-    phase_cost.seconds = static_cast<double>(phase_cost.max_link_bytes) / bandwidth +
-                         static_cast<double>(phase_cost.max_hops) * latency;
+    phase_cost.seconds =
+        static_cast<double>(phase_cost.max_link_bytes) / bandwidth + static_cast<double>(phase_cost.max_hops) * latency;
     first = last;
   }
 

@@ -32,10 +32,10 @@ namespace dtlab {
 
 /// The cost of one phase of a collective.
 struct PhaseCost {
-  double seconds = 0;                 // duration of the phase
-  std::int64_t bytes = 0;             // sum of the bytes of all its messages
-  std::int64_t max_link_bytes = 0;    // bytes on its busiest directed link
-  std::int32_t max_hops = 0;          // hops of its longest route
+  double seconds = 0;               // duration of the phase
+  std::int64_t bytes = 0;           // sum of the bytes of all its messages
+  std::int64_t max_link_bytes = 0;  // bytes on its busiest directed link
+  std::int32_t max_hops = 0;        // hops of its longest route
   std::int32_t num_messages = 0;
 };
 
@@ -50,8 +50,8 @@ struct MessageCost {
 
 /// The cost of one collective call.
 struct CollectiveCost {
-  std::string name;        // CollectiveRecord::name
-  std::int64_t step = 0;   // CollectiveRecord::step
+  std::string name;       // CollectiveRecord::name
+  std::int64_t step = 0;  // CollectiveRecord::step
   /// Sum of the phase seconds, added in phase order.
   double seconds = 0;
   /// One entry per phase 0..P-1, P = max(num_phases, last message phase + 1); a

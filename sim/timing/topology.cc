@@ -137,8 +137,8 @@ StatusOr<Topology> Topology::Create(TopologyKind kind, std::int32_t num_replicas
   add_dimension(topology.cols_, kPlusX, kMinusX);
   add_dimension(topology.rows_, kPlusY, kMinusY);
   if (num_replicas > INT32_MAX / 4) {
-    return Status::InvalidArgument("too many replicas for a " + kind_name + " topology: " +
-                                   std::to_string(num_replicas));
+    return Status::InvalidArgument("too many replicas for a " + kind_name +
+                                   " topology: " + std::to_string(num_replicas));
   }
   topology.num_links_ = num_replicas * topology.directions_per_node_;
   return topology;
@@ -147,10 +147,14 @@ StatusOr<Topology> Topology::Create(TopologyKind kind, std::int32_t num_replicas
 std::int32_t Topology::GridNeighbor(std::int32_t node, Direction direction) const {
   const std::int32_t row = node / cols_, col = node % cols_;
   switch (direction) {
-    case kPlusX: return row * cols_ + (col + 1) % cols_;
-    case kMinusX: return row * cols_ + (col + cols_ - 1) % cols_;
-    case kPlusY: return ((row + 1) % rows_) * cols_ + col;
-    case kMinusY: return ((row + rows_ - 1) % rows_) * cols_ + col;
+    case kPlusX:
+      return row * cols_ + (col + 1) % cols_;
+    case kMinusX:
+      return row * cols_ + (col + cols_ - 1) % cols_;
+    case kPlusY:
+      return ((row + 1) % rows_) * cols_ + col;
+    case kMinusY:
+      return ((row + rows_ - 1) % rows_) * cols_ + col;
   }
   return node;
 }
@@ -202,7 +206,7 @@ void Topology::AppendRoute(std::int32_t sender, std::int32_t receiver, std::vect
       route->push_back(sender * (n - 1) + (receiver < sender ? receiver : receiver - 1));
       return;
     case TopologyKind::kSwitch:
-      route->push_back(sender);      // uplink sender -> switch
+      route->push_back(sender);        // uplink sender -> switch
       route->push_back(n + receiver);  // downlink switch -> receiver
       return;
     case TopologyKind::kRing:

@@ -135,8 +135,8 @@ Status AddTimelineToTrace(const SimulatedTimeline& timeline, const std::vector<C
   for (std::size_t i = 0; i < records.size(); ++i) {
     const CollectiveRecord& record = records[i];
     const CollectiveCost& cost = costs[i];
-    const std::string which = "collective " + std::to_string(i) + " (" + cost.name + ", step " +
-                              std::to_string(cost.step) + ")";
+    const std::string which =
+        "collective " + std::to_string(i) + " (" + cost.name + ", step " + std::to_string(cost.step) + ")";
     if (record.name != cost.name || record.step != cost.step) {
       return Status::InvalidArgument(which + " does not match its record (" + record.name + ", step " +
                                      std::to_string(record.step) + "): records must be in AddCollective order");
@@ -151,12 +151,10 @@ Status AddTimelineToTrace(const SimulatedTimeline& timeline, const std::vector<C
                                      " in its cost");
     }
     for (const Message& m : record.messages) {
-      if (m.phase < 0 || static_cast<std::size_t>(m.phase) >= cost.phases.size() || m.sender < 0 ||
-          m.sender >= n) {
-        return Status::InvalidArgument(which + " has a message (phase " + std::to_string(m.phase) + ", sender " +
-                                       std::to_string(m.sender) + ") outside its " +
-                                       std::to_string(cost.phases.size()) + " phases or " + std::to_string(n) +
-                                       " replicas");
+      if (m.phase < 0 || static_cast<std::size_t>(m.phase) >= cost.phases.size() || m.sender < 0 || m.sender >= n) {
+        return Status::InvalidArgument(
+            which + " has a message (phase " + std::to_string(m.phase) + ", sender " + std::to_string(m.sender) +
+            ") outside its " + std::to_string(cost.phases.size()) + " phases or " + std::to_string(n) + " replicas");
       }
     }
   }
@@ -212,11 +210,10 @@ Status AddTimelineToTrace(const SimulatedTimeline& timeline, const std::vector<C
           // The same sum as the phase end's, with a smaller or equal addend, so
           // the message's rounded end never passes its phase's.
           const std::int64_t end_ns = ToNanoseconds(phase_start_seconds[k] + message_cost.seconds);
-          writer.AddSpanNanoseconds(r, "send -> " + std::to_string(message.receiver), "message", boundary_ns[k],
-                                    std::min(end_ns, boundary_ns[k + 1]) - boundary_ns[k],
-                                    {{"bytes", message.bytes},
-                                     {"receiver", message.receiver},
-                                     {"hops", message_cost.hops}});
+          writer.AddSpanNanoseconds(
+              r, "send -> " + std::to_string(message.receiver), "message", boundary_ns[k],
+              std::min(end_ns, boundary_ns[k + 1]) - boundary_ns[k],
+              {{"bytes", message.bytes}, {"receiver", message.receiver}, {"hops", message_cost.hops}});
         }
       }
     }

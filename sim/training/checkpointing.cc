@@ -91,12 +91,14 @@ std::string JoinNames(const std::vector<std::string>& names) {
 // optimizer's slots. That is what TF's restore matches (by object path and
 // shape); the strategy, replica count and batch are not part of it. `where` names
 // the option and directory.
-Status CheckCheckpointFits(const SafetensorsFile& checkpoint, const Sequential<float>& model, const Optimizer& optimizer,
-                           const TrainConfig& config, const std::string& where, const std::string& path) {
+Status CheckCheckpointFits(const SafetensorsFile& checkpoint, const Sequential<float>& model,
+                           const Optimizer& optimizer, const TrainConfig& config, const std::string& where,
+                           const std::string& path) {
   const std::string afresh = ", or use another directory (or delete this one) to start afresh";
   for (const char* key : {"dtlab.model", "dtlab.optimizer"})
     if (!checkpoint.metadata.count(key))
-      return Status::Corruption(path + ": no " + key + " in the metadata; not a dtlab training checkpoint (use another "
+      return Status::Corruption(path + ": no " + key +
+                                " in the metadata; not a dtlab training checkpoint (use another "
                                 "directory, or delete this one to start afresh)");
   const std::string saved_model = Printable(checkpoint.metadata.at("dtlab.model"));
   if (saved_model != config.model)
@@ -117,14 +119,16 @@ Status CheckCheckpointFits(const SafetensorsFile& checkpoint, const Sequential<f
   for (const auto& p : model.parameters()) {
     const TensorEntry* entry = checkpoint.Find("model/" + p.name);
     if (entry == nullptr)
-      return Status::InvalidArgument(where + " holds a checkpoint of another model: it has no variable model/" + p.name +
-                                     " of " + config.model + "; resume with the model it was written for" + afresh);
+      return Status::InvalidArgument(where + " holds a checkpoint of another model: it has no variable model/" +
+                                     p.name + " of " + config.model + "; resume with the model it was written for" +
+                                     afresh);
     if (entry->shape != p.spec.shape)
       return Status::InvalidArgument(where + " holds a checkpoint of another model: its model/" + p.name +
                                      " has shape " + ShapeToString(entry->shape) + " but " + config.model +
                                      " on this data set expects " + ShapeToString(p.spec.shape) +
                                      " (another image size or class count); resume with the --dataset it was "
-                                     "trained on" + afresh);
+                                     "trained on" +
+                                     afresh);
   }
   if (saved_model_tensors != static_cast<std::int64_t>(model.parameters().size()))
     return Status::InvalidArgument(where + " holds a checkpoint of another model: it has " +
@@ -166,7 +170,8 @@ StatusOr<ResumeReport> DescribeResume(const SafetensorsFile& checkpoint, const s
     if (!saved || !now || *saved == *now) continue;  // one side does not record it (exact mode), or no change
     resume.changes.push_back({std::string(key).substr(6), Printable(*saved), *now});
     const std::string_view setting(key);
-    resume.data_order_changed |= setting == "dtlab.seed" || setting == "dtlab.shuffle_buffer" || setting == "dtlab.dataset";
+    resume.data_order_changed |=
+        setting == "dtlab.seed" || setting == "dtlab.shuffle_buffer" || setting == "dtlab.dataset";
   }
   // The checkpoint's global batch: recorded since the virtual cluster; before,
   // one device's batch_per_replica; unknown, this run's (the position stays).
@@ -174,8 +179,8 @@ StatusOr<ResumeReport> DescribeResume(const SafetensorsFile& checkpoint, const s
   DTLAB_ASSIGN_OR_RETURN(auto batch_per_replica, RecordedCount(checkpoint, "dtlab.batch_per_replica", path));
   DTLAB_ASSIGN_OR_RETURN(auto replicas, RecordedCount(checkpoint, "dtlab.replicas", path));
   resume.global_batch = config.global_batch_size();
-  resume.checkpoint_global_batch = global_batch.value_or(
-      batch_per_replica ? *batch_per_replica * replicas.value_or(1) : resume.global_batch);
+  resume.checkpoint_global_batch =
+      global_batch.value_or(batch_per_replica ? *batch_per_replica * replicas.value_or(1) : resume.global_batch);
   resume.checkpoint_step_in_epoch = state.step_in_epoch;
   resume.epoch_examples = epoch_examples;
   // On the same data set, the checkpoint's position must lie within its epoch.
@@ -185,12 +190,15 @@ StatusOr<ResumeReport> DescribeResume(const SafetensorsFile& checkpoint, const s
       epoch_examples / resume.checkpoint_global_batch + (epoch_examples % resume.checkpoint_global_batch != 0);
   if (!dataset_changed && state.step_in_epoch > checkpoint_batches)
     return Status::Corruption(path + ": progress/step_in_epoch is " + std::to_string(state.step_in_epoch) +
-                              ", but an epoch of " + std::to_string(epoch_examples) + " examples at the checkpoint's "
-                              "global batch " + std::to_string(resume.checkpoint_global_batch) + " has " +
-                              std::to_string(checkpoint_batches) + " batches; the checkpoint is damaged or was not "
+                              ", but an epoch of " + std::to_string(epoch_examples) +
+                              " examples at the checkpoint's "
+                              "global batch " +
+                              std::to_string(resume.checkpoint_global_batch) + " has " +
+                              std::to_string(checkpoint_batches) +
+                              " batches; the checkpoint is damaged or was not "
                               "written by dtlab (delete it, or use another --checkpoint-dir)");
-  resume.position = MapEpochPosition(state.step_in_epoch, resume.checkpoint_global_batch, resume.global_batch,
-                                     epoch_examples);
+  resume.position =
+      MapEpochPosition(state.step_in_epoch, resume.checkpoint_global_batch, resume.global_batch, epoch_examples);
   // In a parameter_server epoch each worker took batches of its own shard (every
   // W-th example of the shuffled order, from its index), not a prefix of the order.
   if (!state.worker_batches.empty()) {
@@ -249,9 +257,8 @@ EpochPosition MapEpochPosition(std::int64_t step_in_epoch, std::int64_t checkpoi
   // Round up: the next batch starts at or after the first example not yet taken.
   const std::int64_t consumed = position.examples_consumed;
   position.step_in_epoch = consumed / global_batch + (consumed % global_batch != 0 ? 1 : 0);
-  const std::int64_t next = position.step_in_epoch <= epoch_examples / global_batch
-                                ? position.step_in_epoch * global_batch
-                                : epoch_examples;
+  const std::int64_t next =
+      position.step_in_epoch <= epoch_examples / global_batch ? position.step_in_epoch * global_batch : epoch_examples;
   position.examples_skipped = std::min(next, epoch_examples) - consumed;
   return position;
 }
@@ -265,7 +272,8 @@ RunCheckpoints::RunCheckpoints(const TrainConfig& config, const Sequential<float
       recorded_(RecordedSettings(config)),
       group_(config.worker_group),
       chief_(group_ == nullptr || group_->rank() == 0),
-      backup_chief_dir_(config.backup_dir.empty() ? "" : (std::filesystem::path(config.backup_dir) / "chief").string()) {
+      backup_chief_dir_(config.backup_dir.empty() ? ""
+                                                  : (std::filesystem::path(config.backup_dir) / "chief").string()) {
   recorded_["dtlab.dataset"] = dataset_name;
 }
 
@@ -298,31 +306,33 @@ Status RunCheckpoints::CheckResumePosition(const std::string& where, const Resum
   const std::string epoch = std::to_string(state_.epoch + 1);
   const bool async = config_.cluster.strategy == StrategyKind::kParameterServer;
   if (async && state_.worker_batches.empty() && state_.step_in_epoch > 0)
-    return Status::InvalidArgument(
-        where + " holds a checkpoint taken in the middle of epoch " + epoch + " (after " +
-        std::to_string(state_.step_in_epoch) + " batches) by a synchronous strategy, and parameter_server resumes "
-        "at the start of an epoch only, or in the middle of one of its own: finish epoch " + epoch +
-        " first with a synchronous strategy (e.g. --strategy mirrored --epochs " + epoch +
-        "), then resume with parameter_server");
+    return Status::InvalidArgument(where + " holds a checkpoint taken in the middle of epoch " + epoch + " (after " +
+                                   std::to_string(state_.step_in_epoch) +
+                                   " batches) by a synchronous strategy, and parameter_server resumes "
+                                   "at the start of an epoch only, or in the middle of one of its own: finish epoch " +
+                                   epoch + " first with a synchronous strategy (e.g. --strategy mirrored --epochs " +
+                                   epoch + "), then resume with parameter_server");
   if (state_.worker_batches.empty()) return Status::Ok();
   std::string pushed;
   for (const std::int64_t b : state_.worker_batches) pushed += (pushed.empty() ? "" : ", ") + std::to_string(b);
-  const std::string taken = " (its " + std::to_string(state_.worker_batches.size()) +
-                            " workers had pushed " + pushed + " batches)";
+  const std::string taken =
+      " (its " + std::to_string(state_.worker_batches.size()) + " workers had pushed " + pushed + " batches)";
   if (!async)
     return Status::InvalidArgument(
         where + " holds a parameter_server checkpoint taken in the middle of epoch " + epoch + taken +
         ", and a synchronous strategy resumes at one position in the epoch's order, which asynchronous workers do "
-        "not leave: finish epoch " + epoch + " first with parameter_server (--epochs " + epoch +
-        "), then resume with " + std::string(StrategyName(config_.cluster.strategy)));
+        "not leave: finish epoch " +
+        epoch + " first with parameter_server (--epochs " + epoch + "), then resume with " +
+        std::string(StrategyName(config_.cluster.strategy)));
   if (static_cast<std::int64_t>(state_.worker_batches.size()) != config_.cluster.workers ||
       resume.checkpoint_global_batch != resume.global_batch)
     return Status::InvalidArgument(
         where + " holds a parameter_server checkpoint taken in the middle of epoch " + epoch + taken +
-        " at global batch " + std::to_string(resume.checkpoint_global_batch) + ", and each worker's position counts "
-        "its own batches: resume with --workers " + std::to_string(state_.worker_batches.size()) +
-        " and global batch " + std::to_string(resume.checkpoint_global_batch) + ", or finish epoch " + epoch +
-        " first with those");
+        " at global batch " + std::to_string(resume.checkpoint_global_batch) +
+        ", and each worker's position counts "
+        "its own batches: resume with --workers " +
+        std::to_string(state_.worker_batches.size()) + " and global batch " +
+        std::to_string(resume.checkpoint_global_batch) + ", or finish epoch " + epoch + " first with those");
   return Status::Ok();
 }
 
@@ -360,13 +370,16 @@ Status RunCheckpoints::Open(std::int64_t epoch_examples) {
   std::vector<std::int64_t> resumed(static_cast<std::size_t>(group_->size()));
   std::vector<std::size_t> one(resumed.size(), 1);
   DTLAB_RETURN_IF_ERROR(group_->AllGatherValues(std::span<const std::int64_t>(&report_.resumed_from_step, 1),
-                                                std::span<std::int64_t>(resumed), one, "agreeing on where to resume", 0));
+                                                std::span<std::int64_t>(resumed), one, "agreeing on where to resume",
+                                                0));
   for (std::size_t w = 0; w < resumed.size(); ++w)
     if (resumed[w] != resumed[0])
       return Status::InvalidArgument(
           "rank " + std::to_string(w) + " " +
-          (resumed[w] < 0 ? std::string("found no checkpoint") : "would resume from step " + std::to_string(resumed[w])) +
-          " but rank 0 " + (resumed[0] < 0 ? std::string("found none") : "resumes from step " + std::to_string(resumed[0])) +
+          (resumed[w] < 0 ? std::string("found no checkpoint")
+                          : "would resume from step " + std::to_string(resumed[w])) +
+          " but rank 0 " +
+          (resumed[0] < 0 ? std::string("found none") : "resumes from step " + std::to_string(resumed[0])) +
           ": every worker reads the chief's checkpoint directory, so it must be on a file system all machines share "
           "(docs/mpi.md)");
   return Status::Ok();

@@ -79,7 +79,7 @@ class RunCheckpoints {
   std::map<std::string, std::string> recorded_;  // the metadata every checkpoint carries
   WorkerGroup* group_;                           // not owned; null in a single-process run
   bool chief_;
-  std::string backup_chief_dir_;                 // backup_dir/chief, or empty
+  std::string backup_chief_dir_;  // backup_dir/chief, or empty
   std::optional<CheckpointManager> manager_, backup_;
   std::vector<ExclusiveFileLock> writer_locks_;
   std::int64_t last_saved_step_ = -1;

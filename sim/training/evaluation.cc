@@ -50,8 +50,8 @@ StatusOr<EvalReport> EvaluateCheckpoint(const std::string& checkpoint_dir, const
   if (model_name == checkpoint.metadata.end())
     return Status::Corruption(*latest + ": no dtlab.model in the metadata; not a dtlab training checkpoint");
   const ImageDataset& test = data.test;
-  DTLAB_ASSIGN_OR_RETURN(auto model, MakeModel<float>(model_name->second, {test.height, test.width, test.channels},
-                                                      test.num_classes));
+  DTLAB_ASSIGN_OR_RETURN(
+      auto model, MakeModel<float>(model_name->second, {test.height, test.width, test.channels}, test.num_classes));
   auto params = RestoreParameters(checkpoint, *model);
   if (!params.ok()) return params.status().WithContext(*latest);
   if (batch_size <= 0) {
@@ -60,7 +60,8 @@ StatusOr<EvalReport> EvaluateCheckpoint(const std::string& checkpoint_dir, const
   }
   BatchRunner runner(*model);
   auto math = checkpoint.metadata.find("dtlab.math");
-  const MathMode mode = math != checkpoint.metadata.end() && math->second == "exact" ? MathMode::kExact : MathMode::kFast;
+  const MathMode mode =
+      math != checkpoint.metadata.end() && math->second == "exact" ? MathMode::kExact : MathMode::kFast;
   if (batch_size <= 0 && mode == MathMode::kExact) {
     auto it = checkpoint.metadata.find("dtlab.global_batch");
     batch_size = it == checkpoint.metadata.end() ? 64 : std::max<std::int64_t>(1, std::atoll(it->second.c_str()));

@@ -43,12 +43,14 @@ std::optional<AvailableMemory> AvailableMemoryForRun() {
     std::istringstream fields(line);
     std::string key;
     double kib = 0;
-    if (fields >> key >> kib && key == "MemAvailable:") best = AvailableMemory{kib * 1024.0, "MemAvailable in /proc/meminfo"};
+    if (fields >> key >> kib && key == "MemAvailable:")
+      best = AvailableMemory{kib * 1024.0, "MemAvailable in /proc/meminfo"};
   }
   if (!best) {
     const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0)
-      best = AvailableMemory{static_cast<double>(pages) * static_cast<double>(page), "available physical pages (sysconf)"};
+      best =
+          AvailableMemory{static_cast<double>(pages) * static_cast<double>(page), "available physical pages (sysconf)"};
   }
   rlimit limit{};
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
@@ -72,11 +74,13 @@ Status CheckRunFitsInMemory(const MemoryEstimate& e, const RunMemoryInput& in,
   if (!available || e.total_bytes <= available->bytes) return Status::Ok();
   return Status::InvalidArgument(
       "the run needs about " + BytesText(e.total_bytes) + " of memory (" + std::to_string(in.replicas) +
-      " replicas x " + BytesText(e.per_replica_bytes) + " of weights, gradients, all-reduce buffer and optimizer "
-      "slots" + (in.exact ? " and exact-mode accumulators" : "") + ", " + BytesText(e.batch_bytes) +
-      " for a step's batch (" + std::to_string(in.global_batch) + " examples) and the workspaces, " +
-      BytesText(e.message_log_bytes) + " for one step's message log), but only " + BytesText(available->bytes) +
-      " is available (" + available->source + "); use fewer --replicas, a smaller batch, or the tree or naive "
+      " replicas x " + BytesText(e.per_replica_bytes) +
+      " of weights, gradients, all-reduce buffer and optimizer "
+      "slots" +
+      (in.exact ? " and exact-mode accumulators" : "") + ", " + BytesText(e.batch_bytes) + " for a step's batch (" +
+      std::to_string(in.global_batch) + " examples) and the workspaces, " + BytesText(e.message_log_bytes) +
+      " for one step's message log), but only " + BytesText(available->bytes) + " is available (" + available->source +
+      "); use fewer --replicas, a smaller batch, or the tree or naive "
       "all-reduce (docs/reliability.md, \"Memory\")");
 }
 

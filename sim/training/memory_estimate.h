@@ -29,25 +29,25 @@
 namespace dtlab {
 
 struct RunMemoryInput {
-  std::int64_t parameter_values = 0;        // the model's P
-  std::int64_t optimizer_slots = 0;         // adam 2, rmsprop 1, sgd 0 or 1
-  std::int32_t replicas = 1;                // replicas held by this process
-  bool exact = false;                       // exact mode: accumulator words per replica
-  bool central_storage = false;             // one more copy of weights and slots on the host
-  std::int64_t global_batch = 1;            // examples gathered per step
-  std::int64_t example_values = 0;          // input values of one example
+  std::int64_t parameter_values = 0;               // the model's P
+  std::int64_t optimizer_slots = 0;                // adam 2, rmsprop 1, sgd 0 or 1
+  std::int32_t replicas = 1;                       // replicas held by this process
+  bool exact = false;                              // exact mode: accumulator words per replica
+  bool central_storage = false;                    // one more copy of weights and slots on the host
+  std::int64_t global_batch = 1;                   // examples gathered per step
+  std::int64_t example_values = 0;                 // input values of one example
   std::int64_t activation_values_per_example = 0;  // sum of the layers' outputs for one example
-  std::int64_t chunk_size = 16;             // examples per task (sim/compute/batch_runner.h)
-  std::int64_t threads = 1;                 // tasks running at once
+  std::int64_t chunk_size = 16;                    // examples per task (sim/compute/batch_runner.h)
+  std::int64_t threads = 1;                        // tasks running at once
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
 };
 
 /// Bytes, as doubles: 100,000 replicas squared does not fit an int64 of bytes.
 struct MemoryEstimate {
-  double per_replica_bytes = 0;   // weights, gradients, all-reduce buffer, slots, exact words
-  double replicas_bytes = 0;      // per_replica_bytes x replicas
-  double batch_bytes = 0;         // the gathered global batch and the workspaces
-  double message_log_bytes = 0;   // one step's collective record
+  double per_replica_bytes = 0;  // weights, gradients, all-reduce buffer, slots, exact words
+  double replicas_bytes = 0;     // per_replica_bytes x replicas
+  double batch_bytes = 0;        // the gathered global batch and the workspaces
+  double message_log_bytes = 0;  // one step's collective record
   double total_bytes = 0;
 };
 

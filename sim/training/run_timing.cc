@@ -71,7 +71,8 @@ Status RunTiming::Finish(TrainReport& report) const {
     // One track per worker: each update's span from pull to push, named with its staleness.
     for (const ParameterServerUpdate& u : traced_updates_)
       writer.AddSpan(u.worker,
-                     "update " + std::to_string(u.update) + " (staleness " + std::to_string(u.staleness) + ")", "compute", u.start_seconds, u.finish_seconds - u.start_seconds,
+                     "update " + std::to_string(u.update) + " (staleness " + std::to_string(u.staleness) + ")",
+                     "compute", u.start_seconds, u.finish_seconds - u.start_seconds,
                      {{"staleness", u.staleness}, {"examples", u.examples}});
     return writer.WriteFile(config_->trace_path);
   }

@@ -54,8 +54,8 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   for (std::size_t i = 0; i < specs.size(); ++i)
     DTLAB_RETURN_IF_ERROR(file.Add("weights/" + specs[i].name, weights[i]));
   DTLAB_RETURN_IF_ERROR(file.Add("batch/images", images));
-  DTLAB_RETURN_IF_ERROR(file.Add("batch/labels", std::span<const std::int32_t>(labels),
-                                 Shape{static_cast<std::int64_t>(labels.size())}));
+  DTLAB_RETURN_IF_ERROR(
+      file.Add("batch/labels", std::span<const std::int32_t>(labels), Shape{static_cast<std::int64_t>(labels.size())}));
   for (std::size_t i = 0; i < specs.size(); ++i)
     DTLAB_RETURN_IF_ERROR(file.Add("gradients/" + specs[i].name, gradients[i]));
   DTLAB_RETURN_IF_ERROR(file.Add("loss", std::span<const float>(&loss, 1), Shape{}));

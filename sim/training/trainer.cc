@@ -29,9 +29,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 float LearningRateFor(const TrainConfig& config, float default_rate, std::int64_t epoch) {
   float rate = config.learning_rate.value_or(default_rate);
@@ -92,7 +90,8 @@ Status TrainConfig::Validate() const {
     if (!product || *product > kMaxGlobalBatch)
       return Status::InvalidArgument("the global batch, --batch-per-replica " + std::to_string(batch_per_replica) +
                                      " x --replicas " + std::to_string(cluster.replicas) + ", must be at most " +
-                                     std::to_string(kMaxGlobalBatch) + "; use a smaller --batch-per-replica or "
+                                     std::to_string(kMaxGlobalBatch) +
+                                     "; use a smaller --batch-per-replica or "
                                      "fewer --replicas");
   }
   if (max_steps == 0 || max_steps < -1)
@@ -109,7 +108,7 @@ Status TrainConfig::Validate() const {
                                    ": parameter_server across MPI ranks saves at the end of epochs and of a --steps "
                                    "run only (the chief gathers the servers' variables when an epoch closes); drop it");
   auto canonical = [](const std::string& directory) {  // "dir/" and "dir" are one directory
-    std::error_code ec;  // an unreadable path is compared as written
+    std::error_code ec;                                // an unreadable path is compared as written
     std::filesystem::path path = std::filesystem::weakly_canonical(directory, ec);
     if (ec) path = std::filesystem::path(directory).lexically_normal();
     return path.has_filename() ? path : path.parent_path();
@@ -126,9 +125,10 @@ Status TrainConfig::Validate() const {
   DTLAB_RETURN_IF_ERROR(cluster.Validate());
   if (trace_steps < 1) return Status::InvalidArgument("--trace-steps must be at least 1");
   if (cluster.strategy == StrategyKind::kParameterServer && cluster.check_reference)
-    return Status::InvalidArgument("--check-reference compares synchronous steps with one device; parameter_server "
-                                   "updates are asynchronous (each is checked against a sequential replay of the "
-                                   "same updates in tests/unit/parameter_server_test.cc)");
+    return Status::InvalidArgument(
+        "--check-reference compares synchronous steps with one device; parameter_server "
+        "updates are asynchronous (each is checked against a sequential replay of the "
+        "same updates in tests/unit/parameter_server_test.cc)");
   if (parameter_servers < 1)
     return Status::InvalidArgument("--parameter-servers must be at least 1, got " + std::to_string(parameter_servers));
   DTLAB_RETURN_IF_ERROR(CheckFinite(straggler_spread, "--straggler-spread"));
@@ -172,7 +172,6 @@ std::uint64_t WeightsDigest(const ParameterList<float>& variables) {
   return digest;
 }
 
-
 std::int64_t LastStep(const TrainConfig& config, std::int64_t train_examples) {
   const std::int64_t batch = std::max<std::int64_t>(config.global_batch_size(), 1);
   const std::int64_t per_epoch = config.drop_remainder ? train_examples / batch : (train_examples + batch - 1) / batch;
@@ -190,9 +189,13 @@ Status CheckStepsReachable(const TrainConfig& config, std::int64_t train_example
                                 : std::to_string(config.epochs) + " epoch(s) of " + std::to_string(train_examples) +
                                       " examples at global batch " + std::to_string(config.global_batch_size());
   if (config.dump_step > last)
-    return Status::InvalidArgument("--dump-step " + std::to_string(config.dump_step) + " is never reached: the run "
-                                   "ends after step " + std::to_string(last) + " (" + limit + "); give a step from 1 "
-                                   "to " + std::to_string(last) + " or raise --steps");
+    return Status::InvalidArgument("--dump-step " + std::to_string(config.dump_step) +
+                                   " is never reached: the run "
+                                   "ends after step " +
+                                   std::to_string(last) + " (" + limit +
+                                   "); give a step from 1 "
+                                   "to " +
+                                   std::to_string(last) + " or raise --steps");
   for (const FaultSpec& fault : config.cluster.faults)
     if (fault.step > last)
       return Status::InvalidArgument("fault " + FaultSpecText(fault) + ": step=" + std::to_string(fault.step) +
@@ -249,9 +252,9 @@ StatusOr<RunEngine> MakeRunEngine(const TrainConfig& config, const Sequential<fl
     options.math = config.cluster.math;
     options.loss = config.cluster.loss();
     options.batch_size = config.batch_per_replica;  // a worker's batch (its dataset_fn's, below)
-    DTLAB_ASSIGN_OR_RETURN(made.engine, ParameterServerCluster::Create(model, options, config.optimizer,
-                                                                        optimizer_options, initial, config.chunk_size,
-                                                                        config.worker_group));
+    DTLAB_ASSIGN_OR_RETURN(made.engine,
+                           ParameterServerCluster::Create(model, options, config.optimizer, optimizer_options, initial,
+                                                          config.chunk_size, config.worker_group));
   } else {
     DTLAB_ASSIGN_OR_RETURN(auto synchronous, Cluster::Create(model, config.cluster, config.optimizer, optimizer_options,
                                                              initial, config.chunk_size, config.worker_group));
@@ -261,8 +264,9 @@ StatusOr<RunEngine> MakeRunEngine(const TrainConfig& config, const Sequential<fl
   if (config.make_compute_backend) {
     DTLAB_ASSIGN_OR_RETURN(made.compute, config.make_compute_backend(model));
     if (made.compute && cluster == nullptr)
-      return Status::InvalidArgument("--backend: the parameter-server strategy runs on the CPU only; the device "
-                                     "backends run the synchronous strategies");
+      return Status::InvalidArgument(
+          "--backend: the parameter-server strategy runs on the CPU only; the device "
+          "backends run the synchronous strategies");
     if (made.compute) cluster->set_compute_backend(made.compute.get());
   }
   return made;
@@ -364,8 +368,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   TrainObserver null_observer;
   if (!observer) observer = &null_observer;
   const ImageDataset& train = data.train;
-  DTLAB_ASSIGN_OR_RETURN(auto model, MakeModel<float>(config.model, {train.height, train.width, train.channels},
-                                                      train.num_classes));
+  DTLAB_ASSIGN_OR_RETURN(
+      auto model, MakeModel<float>(config.model, {train.height, train.width, train.channels}, train.num_classes));
   DTLAB_RETURN_IF_ERROR(CheckRunCanStart(config, *model, train));
   OptimizerOptions optimizer_options;
   optimizer_options.momentum = config.momentum;
@@ -448,8 +452,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     const TestMetrics test = checkpoints.chief() ? EvaluateTestSet(evaluator, engine.variables(), data.test,
                                                                    config.global_batch_size(), config.cluster.math)
                                                  : TestMetrics{};
-    const EpochReport epoch_report = MakeEpochReport(state, learning_rate, engine.MergedAccuracy(), test,
-                                                     epoch_train_seconds, steps_this_epoch);
+    const EpochReport epoch_report =
+        MakeEpochReport(state, learning_rate, engine.MergedAccuracy(), test, epoch_train_seconds, steps_this_epoch);
     report.epochs.push_back(epoch_report);
     observer->OnEpochEnd(epoch_report);
     DTLAB_RETURN_IF_ERROR(checkpoints.AppendMetrics(epoch_report));
@@ -475,6 +479,5 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   DTLAB_RETURN_IF_ERROR(timing.Finish(report));
   return report;
 }
-
 
 }  // namespace dtlab

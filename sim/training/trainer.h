@@ -51,23 +51,23 @@ struct TrainConfig {
   std::string model = "seed-cnn";
   std::string dataset = "fashion-mnist";  // a name or a directory (see mnist.h)
   std::int64_t epochs = 10;
-  std::int64_t batch_per_replica = 64;    // global batch = batch_per_replica x replicas
+  std::int64_t batch_per_replica = 64;  // global batch = batch_per_replica x replicas
   std::string optimizer = "adam";
-  std::optional<float> learning_rate;     // unset: the optimizer's Keras default
-  float momentum = 0.0f;                  // SGD only
-  LearningRateSchedule schedule;          // empty: constant learning_rate
+  std::optional<float> learning_rate;  // unset: the optimizer's Keras default
+  float momentum = 0.0f;               // SGD only
+  LearningRateSchedule schedule;       // empty: constant learning_rate
   std::uint64_t seed = 1;
-  std::int64_t max_steps = -1;            // stop after this many optimizer steps (< 0: no limit)
-  std::string checkpoint_dir;             // empty: no checkpoints
-  std::int64_t checkpoint_every = 0;      // steps; 0: after every 2nd epoch (the tutorial's rule)
+  std::int64_t max_steps = -1;        // stop after this many optimizer steps (< 0: no limit)
+  std::string checkpoint_dir;         // empty: no checkpoints
+  std::int64_t checkpoint_every = 0;  // steps; 0: after every 2nd epoch (the tutorial's rule)
   int max_to_keep = 5;
-  std::int64_t dump_step = -1;            // 1-based step to dump (< 1: none)
+  std::int64_t dump_step = -1;  // 1-based step to dump (< 1: none)
   std::string dump_dir;
-  std::int64_t shuffle_buffer = 0;        // 0: the whole training set (the tutorial's BUFFER_SIZE)
-  std::int64_t chunk_size = 16;           // examples per task; fixed, so results never depend on threads
+  std::int64_t shuffle_buffer = 0;  // 0: the whole training set (the tutorial's BUFFER_SIZE)
+  std::int64_t chunk_size = 16;     // examples per task; fixed, so results never depend on threads
 
   // The virtual cluster (sim/engines/cluster.h) and its input (sim/input/distributed_input.h).
-  ClusterConfig cluster;                  // strategy, replicas, workers, all-reduce, convention, denominator
+  ClusterConfig cluster;  // strategy, replicas, workers, all-reduce, convention, denominator
   InputApi input = InputApi::kDistributeDataset;
   RebatchRule rebatch = RebatchRule::kV2;
   AutoShardPolicy shard_policy = AutoShardPolicy::kAuto;
@@ -75,12 +75,12 @@ struct TrainConfig {
   // The cost model (sim/timing/cost_model.h): simulated time of compute and collectives.
   TopologyKind topology = TopologyKind::kFullyConnected;
   LinkParameters link;
-  double device_flops_per_second = 100e9; // simulated compute speed of one replica
-  std::string trace_path;                 // --trace: Chrome trace-event JSON of the first trace_steps steps
+  double device_flops_per_second = 100e9;  // simulated compute speed of one replica
+  std::string trace_path;                  // --trace: Chrome trace-event JSON of the first trace_steps steps
   std::int64_t trace_steps = 3;
   // parameter_server only.
   std::int32_t parameter_servers = 1;
-  double straggler_spread = 0.5;          // a worker's step takes (1 + spread * u) x its compute time
+  double straggler_spread = 0.5;  // a worker's step takes (1 + spread * u) x its compute time
 
   std::optional<std::int64_t> global_batch;  // overrides batch_per_replica x replicas
 
@@ -125,7 +125,7 @@ struct ReferenceCheckSummary {
   bool exact = false;         // exact mode: passing means bitwise equal
   struct StepVerdict {
     std::int64_t step = 0;
-    bool passed = true;       // within the bound (fast) or bitwise equal (exact)
+    bool passed = true;  // within the bound (fast) or bitwise equal (exact)
     std::int64_t max_ulp = 0;
   };
   std::vector<StepVerdict> per_step;
@@ -155,13 +155,13 @@ EpochPosition MapEpochPosition(std::int64_t step_in_epoch, std::int64_t checkpoi
 /// What a resumed run took from its checkpoint, and how its configuration differs
 /// from the run that wrote it (docs/training.md, "Resuming on another configuration").
 struct ResumeReport {
-  std::string checkpoint;                      // the path restored
-  std::int64_t step = 0;                       // optimizer steps already taken
-  std::int64_t epoch = 0;                      // the 1-based epoch the run continues in
-  std::int64_t model_variables = 0;            // model/... tensors restored
-  std::vector<std::string> optimizer_slots;    // e.g. {"m", "v"} for Adam
-  std::int64_t optimizer_slot_variables = 0;   // optimizer/<slot>/... tensors restored
-  std::int64_t optimizer_iterations = 0;       // optimizer/iterations
+  std::string checkpoint;                     // the path restored
+  std::int64_t step = 0;                      // optimizer steps already taken
+  std::int64_t epoch = 0;                     // the 1-based epoch the run continues in
+  std::int64_t model_variables = 0;           // model/... tensors restored
+  std::vector<std::string> optimizer_slots;   // e.g. {"m", "v"} for Adam
+  std::int64_t optimizer_slot_variables = 0;  // optimizer/<slot>/... tensors restored
+  std::int64_t optimizer_iterations = 0;      // optimizer/iterations
   /// A setting the checkpoint records (its dtlab.* metadata) with another value in
   /// this run, e.g. {"replicas", "4", "3"}; in a fixed order.
   struct Change {
@@ -172,13 +172,13 @@ struct ResumeReport {
   /// batch per replica or chunk size (they do not change its numbers), so a change
   /// of those is not listed.
   bool layout_recorded = true;
-  bool data_order_changed = false;             // the seed, shuffle buffer or data set changed
+  bool data_order_changed = false;  // the seed, shuffle buffer or data set changed
   // The position in the epoch: the checkpoint's batches of its global batch, then
   // this run's (docs/training.md).
   std::int64_t checkpoint_global_batch = 0, global_batch = 0;
   std::int64_t checkpoint_step_in_epoch = 0;
   EpochPosition position;
-  std::int64_t epoch_examples = 0;             // examples in one epoch of the training set
+  std::int64_t epoch_examples = 0;  // examples in one epoch of the training set
 };
 
 struct TrainReport {
@@ -189,29 +189,29 @@ struct TrainReport {
   double seconds = 0;                   // wall time of training (without test evaluation)
   double images_per_second = 0;         // training examples per second of training time
   float final_test_accuracy = 0, final_test_loss = 0;
-  std::string last_checkpoint;          // path of the last checkpoint written, if any
+  std::string last_checkpoint;  // path of the last checkpoint written, if any
   std::string model_summary;
-  std::string input_description;       // how the data set is distributed
+  std::string input_description;  // how the data set is distributed
   std::optional<ReferenceCheckSummary> reference_check;
-  double simulated_seconds = 0;        // the cost model's time of the whole run
+  double simulated_seconds = 0;  // the cost model's time of the whole run
   double simulated_collective_seconds = 0;
-  std::int64_t collective_bytes = 0;   // bytes all collectives moved between replicas
-  std::vector<std::int64_t> staleness;    // parameter_server: per update, in update order
-  std::uint64_t weights_digest = 0;    // FNV-1a of the final variables' bytes: equal digests, equal bits
+  std::int64_t collective_bytes = 0;    // bytes all collectives moved between replicas
+  std::vector<std::int64_t> staleness;  // parameter_server: per update, in update order
+  std::uint64_t weights_digest = 0;     // FNV-1a of the final variables' bytes: equal digests, equal bits
 };
 
 /// What one synchronous step did, for observers that record per-step metrics
 /// (scenario reports). Pointers are valid during the OnTrainStep call only.
 struct StepRecord {
-  std::int64_t step = 0;           // 1-based optimizer step
-  std::int64_t epoch = 0;          // 1-based
-  float mean_loss = 0, accuracy = 0;  // the running epoch metrics after this step
+  std::int64_t step = 0;               // 1-based optimizer step
+  std::int64_t epoch = 0;              // 1-based
+  float mean_loss = 0, accuracy = 0;   // the running epoch metrics after this step
   const StepResult* result = nullptr;  // loss, replica losses and batch sizes, reference check
   const std::vector<std::vector<std::int64_t>>* examples = nullptr;  // per replica, indices into the training set
-  std::vector<double> compute_seconds;  // per replica, simulated (cost model)
-  std::vector<CollectiveCost> collectives;  // the step's collectives, simulated
-  const ParameterList<float>* variables = nullptr;         // after the update
-  const ParameterList<float>* reduced_gradient = nullptr;  // the update's gradient, if the observer wants it
+  std::vector<double> compute_seconds;                               // per replica, simulated (cost model)
+  std::vector<CollectiveCost> collectives;                           // the step's collectives, simulated
+  const ParameterList<float>* variables = nullptr;                   // after the update
+  const ParameterList<float>* reduced_gradient = nullptr;            // the update's gradient, if the observer wants it
 };
 
 /// Receives progress while training runs (the CLI draws a progress bar with it).

@@ -28,7 +28,10 @@ int main(int argc, char** argv) {
   loss.series = {mirrored, single};
   doc.AddPlot(loss);
 
-  BarPlot batches{"Examples per replica", "replica", "examples", {"replica 0", "replica 1", "replica 2", "replica 3"},
+  BarPlot batches{"Examples per replica",
+                  "replica",
+                  "examples",
+                  {"replica 0", "replica 1", "replica 2", "replica 3"},
                   {{"step 1", {}, {16, 16, 16, 16}}, {"last step", {}, {16, 16, 12, 0}}}};
   doc.AddPlot(batches);
 

@@ -20,7 +20,8 @@ namespace {
 template <typename T>
 std::vector<std::vector<T>> Inputs(int replicas, std::int64_t count, unsigned seed) {
   std::mt19937 random(seed);
-  std::vector<std::vector<T>> inputs(static_cast<std::size_t>(replicas), std::vector<T>(static_cast<std::size_t>(count)));
+  std::vector<std::vector<T>> inputs(static_cast<std::size_t>(replicas),
+                                     std::vector<T>(static_cast<std::size_t>(count)));
   for (auto& input : inputs)
     for (T& v : input) {
       if constexpr (std::is_floating_point_v<T>)
@@ -51,7 +52,8 @@ bool Check(dtlab::MpiWorkerGroup& group, dtlab::AllReduceAlgorithm algorithm, in
   }
   for (int k = 0; k < per_rank; ++k) {
     const auto r = static_cast<std::size_t>(group.rank() * per_rank + k);
-    if (count > 0 && std::memcmp(mine[r].data(), expected[r].data(), sizeof(T) * static_cast<std::size_t>(count)) != 0) {
+    if (count > 0 &&
+        std::memcmp(mine[r].data(), expected[r].data(), sizeof(T) * static_cast<std::size_t>(count)) != 0) {
       std::fprintf(stderr, "rank %d: %s, %d per rank, %lld elements, %s: replica %zu differs from in-process\n",
                    group.rank(), std::string(dtlab::AllReduceAlgorithmName(algorithm)).c_str(), per_rank,
                    static_cast<long long>(count), op == dtlab::ReduceOp::kSum ? "SUM" : "MEAN", r);

@@ -163,8 +163,8 @@ TEST(AllReduceRegistry, TheDefaultIsTheRing) {
 // with an enum switch before each algorithm got its own file.
 TEST(AllReduceRegistry, EveryAlgorithmMovesTheSameBitsAndMessagesAsBefore) {
   const std::pair<const char*, std::uint64_t> before[] = {
-      {"ring", 0xb85036cf308b0eccull},         {"halving_doubling", 0xd1698bec2b1da351ull},
-      {"naive", 0x1eb31d447afb119full},        {"hierarchical", 0x116a0572b91e4064ull},
+      {"ring", 0xb85036cf308b0eccull},   {"halving_doubling", 0xd1698bec2b1da351ull},
+      {"naive", 0x1eb31d447afb119full},  {"hierarchical", 0x116a0572b91e4064ull},
       {"direct", 0x29e13a4e7d70a80eull},
   };
   for (const auto& [name, digest] : before) {

@@ -56,7 +56,8 @@ TEST(NarrowInteger, ChecksBeforeNarrowing) {
 
 TEST(CheckFinite, RefusesNanAndInfinities) {
   EXPECT_TRUE(CheckFinite(0.5, "--straggler-spread").ok());
-  EXPECT_EQ(CheckFinite(INFINITY, "--straggler-spread").message(), "--straggler-spread must be a finite number, got inf");
+  EXPECT_EQ(CheckFinite(INFINITY, "--straggler-spread").message(),
+            "--straggler-spread must be a finite number, got inf");
   EXPECT_EQ(CheckFinite(-INFINITY, "x").message(), "x must be a finite number, got -inf");
   EXPECT_EQ(CheckFinite(NAN, "x").message(), "x must be a finite number, got nan");
 }

@@ -55,8 +55,8 @@ TEST(CheckpointManagerTest, KeepsTheMostRecent) {
   EXPECT_EQ(**latest, (dir / Name(7)).string());
   StatusOr<std::vector<std::string>> list = manager.List();
   ASSERT_TRUE(list.ok());
-  EXPECT_EQ(*list, (std::vector<std::string>{(dir / Name(5)).string(), (dir / Name(6)).string(),
-                                             (dir / Name(7)).string()}));
+  EXPECT_EQ(*list,
+            (std::vector<std::string>{(dir / Name(5)).string(), (dir / Name(6)).string(), (dir / Name(7)).string()}));
   EXPECT_EQ(manager.directory(), dir.string());
 }
 
@@ -109,11 +109,10 @@ TEST(CheckpointManagerTest, BadPointerFileIsCorruption) {
   const fs::path dir = ::dtlab::testing::FreshTestDirectory();
   CheckpointManager manager(dir.string(), 3);
   ASSERT_TRUE(manager.Save(MakeCheckpoint(1), 1).ok());
-  for (const std::string& text :
-       {std::string("garbage\n"), std::string("model_checkpoint_path: ckpt-1.safetensors\n"),
-        std::string("model_checkpoint_path: \"../etc/passwd\"\n"),
-        std::string("all_model_checkpoint_paths: \"ckpt-1.safetensors\"\n"), std::string("\n"),
-        std::string("model_checkpoint_path: \"ckpt-9.safetensors\"\n")}) {
+  for (const std::string& text : {std::string("garbage\n"), std::string("model_checkpoint_path: ckpt-1.safetensors\n"),
+                                  std::string("model_checkpoint_path: \"../etc/passwd\"\n"),
+                                  std::string("all_model_checkpoint_paths: \"ckpt-1.safetensors\"\n"),
+                                  std::string("\n"), std::string("model_checkpoint_path: \"ckpt-9.safetensors\"\n")}) {
     SCOPED_TRACE(text);
     WriteRaw(dir / "checkpoint", text);
     EXPECT_EQ(manager.RestoreLatest().status().code(), Status::Code::kCorruption);
@@ -179,8 +178,7 @@ TEST(CheckpointManagerTest, SavingTheSameNumberReplacesIt) {
   StatusOr<SafetensorsFile> restored = manager.RestoreLatest();
   ASSERT_TRUE(restored.ok());
   EXPECT_EQ(restored->metadata.at("replaced"), "yes");
-  EXPECT_EQ(manager.List().value(),
-            (std::vector<std::string>{(dir / Name(2)).string(), (dir / Name(1)).string()}));
+  EXPECT_EQ(manager.List().value(), (std::vector<std::string>{(dir / Name(2)).string(), (dir / Name(1)).string()}));
 }
 
 TEST(CheckpointManagerTest, LargestNumberRoundTrips) {
@@ -193,10 +191,8 @@ TEST(CheckpointManagerTest, LargestNumberRoundTrips) {
 
 TEST(CheckpointManagerTest, RejectsBadArguments) {
   const fs::path dir = ::dtlab::testing::FreshTestDirectory();
-  EXPECT_EQ(CheckpointManager(dir.string(), 3).Save(MakeCheckpoint(1), -1).code(),
-            Status::Code::kInvalidArgument);
-  EXPECT_EQ(CheckpointManager(dir.string(), -2).Save(MakeCheckpoint(1), 1).code(),
-            Status::Code::kInvalidArgument);
+  EXPECT_EQ(CheckpointManager(dir.string(), 3).Save(MakeCheckpoint(1), -1).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(CheckpointManager(dir.string(), -2).Save(MakeCheckpoint(1), 1).code(), Status::Code::kInvalidArgument);
   // A directory that cannot be created.
   WriteRaw(dir / "file", "x");
   EXPECT_EQ(CheckpointManager((dir / "file" / "sub").string(), 3).Save(MakeCheckpoint(1), 1).code(),

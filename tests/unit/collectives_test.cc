@@ -146,8 +146,8 @@ std::int64_t RunAndCountWrong(const AllReduceCase& c) {
     if (!c.in_place)  // inputs are left alone
       for (std::int64_t i = 0; i < c.count; ++i) count.Check(i, inputs[r][i], InputValue<T>(r, i));
     if (count.wrong > 0)
-      ADD_FAILURE() << Describe<T>(c) << ": replica " << r << " #wrong " << count.wrong << ", first at " << count.first_index
-                    << ": got " << count.got << ", expected " << count.expected;
+      ADD_FAILURE() << Describe<T>(c) << ": replica " << r << " #wrong " << count.wrong << ", first at "
+                    << count.first_index << ": got " << count.got << ", expected " << count.expected;
     total_wrong += count.wrong;
   }
   return total_wrong;
@@ -227,8 +227,8 @@ TYPED_TEST(CollectivesTest, ReduceIsExactAtEveryRoot) {
           Reduce<T>(Spans(buffers), root, op, {});
           WrongCount<T> c;
           for (std::int64_t i = 0; i < count; ++i) c.Check(i, buffers[root][i], ExpectedReduction<T>(n, i, op));
-          EXPECT_EQ(c.wrong, 0) << TypeName(T{}) << " N=" << n << " root=" << root << " size=" << count
-                                << ", first at " << c.first_index << ": got " << c.got << ", expected " << c.expected;
+          EXPECT_EQ(c.wrong, 0) << TypeName(T{}) << " N=" << n << " root=" << root << " size=" << count << ", first at "
+                                << c.first_index << ": got " << c.got << ", expected " << c.expected;
           wrong += c.wrong;
         }
   EXPECT_EQ(wrong, 0);
@@ -244,8 +244,8 @@ TYPED_TEST(CollectivesTest, BroadcastCopiesTheRootToEveryReplica) {
         for (std::int32_t r = 0; r < n; ++r) {
           WrongCount<T> c;
           for (std::int64_t i = 0; i < count; ++i) c.Check(i, buffers[r][i], InputValue<T>(root, i));
-          EXPECT_EQ(c.wrong, 0) << TypeName(T{}) << " N=" << n << " root=" << root << " size=" << count
-                                << " replica " << r << ", first at " << c.first_index;
+          EXPECT_EQ(c.wrong, 0) << TypeName(T{}) << " N=" << n << " root=" << root << " size=" << count << " replica "
+                                << r << ", first at " << c.first_index;
         }
       }
 }
@@ -262,8 +262,8 @@ TYPED_TEST(CollectivesTest, AllGatherConcatenatesInReplicaOrder) {
         for (std::int32_t from = 0; from < n; ++from)
           for (std::int64_t i = 0; i < count; ++i)
             c.Check(from * count + i, outputs[r][from * count + i], InputValue<T>(from, i));
-        EXPECT_EQ(c.wrong, 0) << TypeName(T{}) << " N=" << n << " size=" << count << " replica " << r
-                              << ", first at " << c.first_index;
+        EXPECT_EQ(c.wrong, 0) << TypeName(T{}) << " N=" << n << " size=" << count << " replica " << r << ", first at "
+                              << c.first_index;
       }
     }
 }
@@ -281,9 +281,8 @@ TYPED_TEST(CollectivesTest, ReduceScatterGivesReplicaIItsReducedBlock) {
           WrongCount<T> c;
           for (std::int64_t i = 0; i < count; ++i)
             c.Check(i, outputs[r][i], ExpectedReduction<T>(n, r * count + i, op));
-          EXPECT_EQ(c.wrong, 0) << TypeName(T{}) << " N=" << n << " size=" << count << " replica " << r
-                                << ", first at " << c.first_index << ": got " << c.got << ", expected "
-                                << c.expected;
+          EXPECT_EQ(c.wrong, 0) << TypeName(T{}) << " N=" << n << " size=" << count << " replica " << r << ", first at "
+                                << c.first_index << ": got " << c.got << ", expected " << c.expected;
         }
       }
 }
@@ -295,8 +294,7 @@ std::vector<std::vector<float>> RandomFloats(std::int32_t n, std::int64_t count,
   std::vector<std::vector<float>> buffers(n, std::vector<float>(count));
   for (std::int32_t r = 0; r < n; ++r) {
     CounterRng rng(seed, RngPurpose::kTest, static_cast<std::uint64_t>(r));
-    for (auto& x : buffers[r])
-      x = std::ldexp(rng.UniformFloat() - 0.5f, static_cast<int>(rng.UniformInt(21)) - 10);
+    for (auto& x : buffers[r]) x = std::ldexp(rng.UniformFloat() - 0.5f, static_cast<int>(rng.UniformInt(21)) - 10);
   }
   return buffers;
 }
@@ -586,8 +584,8 @@ TEST(Collectives, AlgorithmNamesRoundTrip) {
 RC_GTEST_PROP(CollectivesProperty, AllReduceOfIntegersEqualsTheSequentialSum, ()) {
   const auto n = *rc::gen::inRange<std::int32_t>(1, 41);
   const auto count = *rc::gen::inRange<std::int64_t>(0, 301);
-  const auto algorithm = *rc::gen::elementOf(std::vector<AllReduceAlgorithm>(kAllReduceAlgorithms.begin(),
-                                                                                 kAllReduceAlgorithms.end()));
+  const auto algorithm =
+      *rc::gen::elementOf(std::vector<AllReduceAlgorithm>(kAllReduceAlgorithms.begin(), kAllReduceAlgorithms.end()));
   std::vector<std::int32_t> divisors;
   for (std::int32_t d = 1; d <= n; ++d)
     if (n % d == 0) divisors.push_back(d);
@@ -596,7 +594,8 @@ RC_GTEST_PROP(CollectivesProperty, AllReduceOfIntegersEqualsTheSequentialSum, ()
   std::vector<std::vector<std::int64_t>> inputs(n);
   for (auto& input : inputs)
     input = *rc::gen::container<std::vector<std::int64_t>>(
-        static_cast<std::size_t>(count), rc::gen::inRange<std::int64_t>(-(std::int64_t{1} << 50), std::int64_t{1} << 50));
+        static_cast<std::size_t>(count),
+        rc::gen::inRange<std::int64_t>(-(std::int64_t{1} << 50), std::int64_t{1} << 50));
 
   std::vector<std::int64_t> expected(count, 0);
   for (const auto& input : inputs)

@@ -158,10 +158,10 @@ TEST(Topology, RoutesAreShortestPathsOfTheDocumentedLength) {
     TopologyKind kind;
     std::int32_t n, rows;
   };
-  for (const Case& c : {Case{TopologyKind::kFullyConnected, 5, 0}, Case{TopologyKind::kSwitch, 6, 0},
-                        Case{TopologyKind::kRing, 7, 0}, Case{TopologyKind::kRing, 2, 0},
-                        Case{TopologyKind::kTorus2D, 12, 3}, Case{TopologyKind::kTorus2D, 8, 2},
-                        Case{TopologyKind::kTorus2D, 10, 5}, Case{TopologyKind::kTorus2D, 9, 3}}) {
+  for (const Case& c :
+       {Case{TopologyKind::kFullyConnected, 5, 0}, Case{TopologyKind::kSwitch, 6, 0}, Case{TopologyKind::kRing, 7, 0},
+        Case{TopologyKind::kRing, 2, 0}, Case{TopologyKind::kTorus2D, 12, 3}, Case{TopologyKind::kTorus2D, 8, 2},
+        Case{TopologyKind::kTorus2D, 10, 5}, Case{TopologyKind::kTorus2D, 9, 3}}) {
     const Topology topology = MakeTopology(c.kind, c.n, {}, c.rows);
     SCOPED_TRACE(topology.Describe());
     std::set<LinkId> used;
@@ -178,9 +178,15 @@ TEST(Topology, RoutesAreShortestPathsOfTheDocumentedLength) {
         std::size_t expected = 0;
         if (s != r) {
           switch (c.kind) {
-            case TopologyKind::kFullyConnected: expected = 1; break;
-            case TopologyKind::kSwitch: expected = 2; break;
-            case TopologyKind::kRing: expected = RingDistance(s, r, c.n); break;
+            case TopologyKind::kFullyConnected:
+              expected = 1;
+              break;
+            case TopologyKind::kSwitch:
+              expected = 2;
+              break;
+            case TopologyKind::kRing:
+              expected = RingDistance(s, r, c.n);
+              break;
             case TopologyKind::kTorus2D:
               expected = RingDistance(s % topology.cols(), r % topology.cols(), topology.cols()) +
                          RingDistance(s / topology.cols(), r / topology.cols(), topology.rows());
@@ -271,8 +277,8 @@ TEST(CostModel, RingAllReduceOnARingMatchesTheTextbookFormula) {
     const std::int64_t bytes = static_cast<std::int64_t>(n) * 1'000'003;
     const Topology ring = MakeTopology(TopologyKind::kRing, n, link);
     const CollectiveCost cost = Estimate(RingAllReduceRecord(n, bytes), ring);
-    const double expected = 2.0 * (n - 1) *
-                            (link.latency_seconds + static_cast<double>(bytes) / (n * link.bandwidth_bytes_per_second));
+    const double expected =
+        2.0 * (n - 1) * (link.latency_seconds + static_cast<double>(bytes) / (n * link.bandwidth_bytes_per_second));
     ExpectRelativelyNear(cost.seconds, expected, 1e-12);
     EXPECT_EQ(cost.phases.size(), static_cast<std::size_t>(2 * (n - 1)));
     // Through a SimulatedTimeline too.

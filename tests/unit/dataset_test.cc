@@ -156,8 +156,7 @@ TEST(PipelineTest, ShuffleWithoutReshuffleRepeatsItsOrder) {
   const std::vector<std::int64_t> repeated = Flatten(pipeline.Iterate(0));
   EXPECT_EQ(std::vector<std::int64_t>(repeated.begin(), repeated.begin() + 50), epoch0);
   EXPECT_EQ(std::vector<std::int64_t>(repeated.begin() + 50, repeated.end()), epoch0);
-  EXPECT_EQ(pipeline.Describe(),
-            "range(50).shuffle(50, seed=3, reshuffle_each_iteration=false).repeat(2)");
+  EXPECT_EQ(pipeline.Describe(), "range(50).shuffle(50, seed=3, reshuffle_each_iteration=false).repeat(2)");
 }
 
 TEST(PipelineTest, RepeatReshufflesEachPassAndMapsIterations) {
@@ -218,7 +217,7 @@ TEST(PipelineTest, UnbatchedEpochIsAPermutation) {
   ASSERT_EQ(items.size(), 60000u);
   Items sorted = items;
   std::sort(sorted.begin(), sorted.end());
-  EXPECT_NE(items, sorted);  // shuffled ...
+  EXPECT_NE(items, sorted);                                  // shuffled ...
   EXPECT_TRUE(IsPermutationOfRange(Flatten(items), 60000));  // ... and nothing lost
 }
 
@@ -317,12 +316,11 @@ RC_GTEST_PROP(PipelineProperty, RepeatCoversEveryElementOncePerPass, ()) {
   Pipeline pipeline(n);
   RC_ASSERT(pipeline.Shuffle(buffer, *rc::gen::arbitrary<std::uint64_t>()).ok());
   RC_ASSERT(pipeline.Repeat(count).ok());
-  const std::vector<std::int64_t> flat =
-      Flatten(pipeline.Iterate(*rc::gen::inRange<std::int64_t>(0, 100)));
+  const std::vector<std::int64_t> flat = Flatten(pipeline.Iterate(*rc::gen::inRange<std::int64_t>(0, 100)));
   RC_ASSERT(static_cast<std::int64_t>(flat.size()) == n * count);
   for (std::int64_t pass = 0; pass < count; ++pass) {
-    RC_ASSERT(IsPermutationOfRange(
-        std::vector<std::int64_t>(flat.begin() + pass * n, flat.begin() + (pass + 1) * n), n));
+    RC_ASSERT(
+        IsPermutationOfRange(std::vector<std::int64_t>(flat.begin() + pass * n, flat.begin() + (pass + 1) * n), n));
   }
 }
 

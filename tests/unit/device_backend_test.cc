@@ -88,8 +88,9 @@ TEST_P(DeviceBackendTest, ExactModeGivesTheCpuWordsLossesAndPredictions) {
     std::vector<float> device_losses(kExamples, -1.0f);
     std::vector<std::int32_t> device_predictions(kExamples, -1);
     backend = MakeDeviceBackend(m, MakeHostRunner(*plan, lanes));
-    ASSERT_TRUE(backend->RunExact(batch.images, batch.labels, batch.coefficients, device_losses, device_predictions,
-                                  device_segments)
+    ASSERT_TRUE(backend
+                    ->RunExact(batch.images, batch.labels, batch.coefficients, device_losses, device_predictions,
+                               device_segments)
                     .ok());
     EXPECT_EQ(std::memcmp(cpu_losses.data(), device_losses.data(), sizeof(float) * kExamples), 0) << lanes << " lanes";
     EXPECT_EQ(cpu_predictions, device_predictions) << lanes << " lanes";
@@ -108,9 +109,9 @@ TEST_P(DeviceBackendTest, ExactModeGivesTheCpuWordsLossesAndPredictions) {
   const ExactSegment whole{&params, 0, kExamples, again};
   std::vector<float> losses(kExamples);
   std::vector<std::int32_t> predictions(kExamples);
-  ASSERT_TRUE(backend->RunExact(batch.images, batch.labels, batch.coefficients, losses, predictions,
-                                std::span(&whole, 1))
-                  .ok());
+  ASSERT_TRUE(
+      backend->RunExact(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&whole, 1))
+          .ok());
   // Merging the segments' words (integer addition) gives the whole batch's words.
   std::vector<std::int64_t> merged(values, 0);
   for (const auto& words : device_words)
@@ -141,8 +142,8 @@ TEST_P(DeviceBackendTest, FastModeHasTheExactPerExampleValuesAndFloatSumsWithinT
   std::vector<float> losses(kExamples);
   std::vector<std::int32_t> predictions(kExamples);
   const BatchSegment whole{&params, 0, kExamples, &grads, &magnitudes};
-  ASSERT_TRUE(backend->Run(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&whole, 1))
-                  .ok());
+  ASSERT_TRUE(
+      backend->Run(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&whole, 1)).ok());
   EXPECT_EQ(std::memcmp(losses.data(), exact_losses.data(), sizeof(float) * kExamples), 0);
   EXPECT_EQ(predictions, exact_predictions);
   // |fast - exact| <= h u sum|x| with h the longest chain (positions x examples + 2),
@@ -152,7 +153,8 @@ TEST_P(DeviceBackendTest, FastModeHasTheExactPerExampleValuesAndFloatSumsWithinT
     const double h = static_cast<double>(m.GradientTermsPerExample(p) * kExamples + kExamples + 4);
     for (std::int64_t i = 0; i < grads[p].size(); ++i) {
       const double bound = h * 0x1p-24 * magnitudes[p][i] + 4 * std::abs(exact[p][i]) * 0x1p-24 + 1e-30;
-      ASSERT_LE(std::abs(static_cast<double>(grads[p][i]) - exact[p][i]), bound) << m.parameters()[p].name << "[" << i << "]";
+      ASSERT_LE(std::abs(static_cast<double>(grads[p][i]) - exact[p][i]), bound)
+          << m.parameters()[p].name << "[" << i << "]";
       ASSERT_GE(magnitudes[p][i] * 1.01f + 1e-30f, std::abs(grads[p][i]));
     }
   }
@@ -187,11 +189,13 @@ TEST(ExactWords, CarryGivesOneFormPerValueWhateverTheOrderOfTheTerms) {
   for (int trial = 0; trial < 2000; ++trial) {
     std::vector<std::pair<float, float>> terms;
     for (int k = 0; k < 40; ++k)
-      terms.emplace_back((rng.UniformFloat() - 0.5f) * std::ldexp(1.0f, static_cast<int>(rng.UniformFloat() * 200) - 100),
-                         rng.UniformFloat() - 0.25f);
+      terms.emplace_back(
+          (rng.UniformFloat() - 0.5f) * std::ldexp(1.0f, static_cast<int>(rng.UniformFloat() * 200) - 100),
+          rng.UniformFloat() - 0.25f);
     std::int64_t forward[kExactWords] = {}, backward[kExactWords] = {};
     for (const auto& [x, y] : terms) ExactAddFloat(forward, x), ExactAddProduct(forward, x, y);
-    for (auto t = terms.rbegin(); t != terms.rend(); ++t) ExactAddProduct(backward, t->first, t->second), ExactAddFloat(backward, t->first);
+    for (auto t = terms.rbegin(); t != terms.rend(); ++t)
+      ExactAddProduct(backward, t->first, t->second), ExactAddFloat(backward, t->first);
     const double value = ExactToDouble(forward);
     const std::uint32_t mask = ExactCarry(forward);
     ExactCarry(backward);

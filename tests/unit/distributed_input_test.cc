@@ -23,8 +23,8 @@ using Indices = std::vector<std::int64_t>;
 using Split = std::vector<Indices>;
 using Steps = std::vector<DistributedDataset::Step>;
 
-DistributedInputOptions Options(std::int64_t n, std::int64_t global_batch, std::int32_t workers,
-                                std::int32_t replicas, AutoShardPolicy policy, RebatchRule rule = RebatchRule::kV2) {
+DistributedInputOptions Options(std::int64_t n, std::int64_t global_batch, std::int32_t workers, std::int32_t replicas,
+                                AutoShardPolicy policy, RebatchRule rule = RebatchRule::kV2) {
   DistributedInputOptions options;
   options.num_elements = n;
   options.global_batch_size = global_batch;
@@ -177,8 +177,7 @@ TEST(DistributeDatasetTest, DefaultAutoPolicyAppliesDataAndLegacyEvenOnOneWorker
 
 TEST(DistributeDatasetTest, HintWithoutShardHintAndFileOnOneWorkerKeepV2) {
   for (const AutoShardPolicy policy : {AutoShardPolicy::kHint, AutoShardPolicy::kFile}) {
-    const StatusOr<DistributedDataset> dataset =
-        DistributedDataset::DistributeDataset(Options(10, 4, 1, 3, policy));
+    const StatusOr<DistributedDataset> dataset = DistributedDataset::DistributeDataset(Options(10, 4, 1, 3, policy));
     ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
     EXPECT_EQ(dataset->effective_rule(), RebatchRule::kV2);
     EXPECT_EQ(dataset->Iterate(0), (Steps{{{0, 1}, {2}, {3}}, {{4, 5}, {6}, {7}}, {{8, 9}, {}, {}}}));
@@ -247,11 +246,10 @@ TEST(DistributeDatasetTest, TwoByTwoOffDuplicates) {
 TEST(DistributeDatasetTest, OffFollowsBatchSizesForWorkerDocstring) {
   // G = 7, W = 2, R = 2: worker 0 cycles [2, 2, 2, 1], worker 1 [2, 1, 2, 2];
   // every step consumes 7 elements in total.
-  EXPECT_EQ(IterateOrDie(Options(14, 7, 2, 2, AutoShardPolicy::kOff)),
-            (Steps{{{0, 1}, {2, 3}, {0, 1}, {2}},
-                   {{4, 5}, {6}, {3, 4}, {5, 6}},
-                   {{7, 8}, {9, 10}, {7, 8}, {9}},
-                   {{11, 12}, {13}, {10, 11}, {12, 13}}}));
+  EXPECT_EQ(IterateOrDie(Options(14, 7, 2, 2, AutoShardPolicy::kOff)), (Steps{{{0, 1}, {2, 3}, {0, 1}, {2}},
+                                                                              {{4, 5}, {6}, {3, 4}, {5, 6}},
+                                                                              {{7, 8}, {9, 10}, {7, 8}, {9}},
+                                                                              {{11, 12}, {13}, {10, 11}, {12, 13}}}));
 }
 
 TEST(DistributeDatasetTest, MatchesInputLibTestFourReplicas) {
@@ -281,11 +279,10 @@ TEST(DistributeDatasetTest, OffWithGlobalBatchBelowReplicaCountHasAnAllEmptyStep
 TEST(DistributeDatasetTest, OffLegacyOnSeveralWorkersCanHaveAnAllEmptyStep) {
   // Legacy over 4 replicas on every worker, R = 2 chunks per worker per step; the
   // short final batch [8, 9] leaves chunks 2 and 3 empty.
-  EXPECT_EQ(IterateOrDie(Options(10, 8, 2, 2, AutoShardPolicy::kOff, RebatchRule::kLegacy)),
-            (Steps{{{0, 1}, {2, 3}, {0, 1}, {2, 3}},
-                   {{4, 5}, {6, 7}, {4, 5}, {6, 7}},
-                   {{8}, {9}, {8}, {9}},
-                   {{}, {}, {}, {}}}));
+  EXPECT_EQ(
+      IterateOrDie(Options(10, 8, 2, 2, AutoShardPolicy::kOff, RebatchRule::kLegacy)),
+      (Steps{
+          {{0, 1}, {2, 3}, {0, 1}, {2, 3}}, {{4, 5}, {6, 7}, {4, 5}, {6, 7}}, {{8}, {9}, {8}, {9}}, {{}, {}, {}, {}}}));
 }
 
 TEST(DistributeDatasetTest, FileShardingFailsOnSeveralWorkers) {
@@ -374,8 +371,7 @@ TEST(DistributeDatasetsFromFunctionTest, PerReplicaBatchesRoundRobin) {
   EXPECT_EQ(seen[1].num_replicas_in_sync, 4);
   EXPECT_EQ(dataset->num_replicas(), 4);
   EXPECT_FALSE(dataset->effective_rule().has_value());
-  EXPECT_EQ(dataset->Iterate(0),
-            (Steps{{{0, 2}, {4, 6}, {1, 3}, {5, 7}}, {{8, 10}, {12, 14}, {9, 11}, {13, 15}}}));
+  EXPECT_EQ(dataset->Iterate(0), (Steps{{{0, 2}, {4, 6}, {1, 3}, {5, 7}}, {{8, 10}, {12, 14}, {9, 11}, {13, 15}}}));
   EXPECT_EQ(dataset->Describe(),
             "distribute_datasets_from_function on 2 workers x 2 replicas: [worker 0] range(16).shard(2, 0).batch(2) "
             "[worker 1] range(16).shard(2, 1).batch(2); batches dealt round-robin to each worker's replicas");
@@ -418,9 +414,9 @@ TEST(DistributeDatasetsFromFunctionTest, Errors) {
   EXPECT_NE(uneven.status().message().find("not divisible"), std::string::npos);
 
   EXPECT_FALSE(DistributedDataset::DistributeDatasetsFromFunction(1, 1, nullptr).ok());
-  EXPECT_FALSE(DistributedDataset::DistributeDatasetsFromFunction(
-                   0, 1, [](const InputContext&) -> StatusOr<Pipeline> { return Pipeline(4); })
-                   .ok());
+  EXPECT_FALSE(DistributedDataset::DistributeDatasetsFromFunction(0, 1, [](const InputContext&) -> StatusOr<Pipeline> {
+                 return Pipeline(4);
+               }).ok());
 }
 
 // ---------------------------------------------------------------------------
@@ -439,8 +435,8 @@ DistributedInputOptions GenerateOptions() {
   options.shard_policy = options.num_workers == 1
                              ? *rc::gen::element(AutoShardPolicy::kOff, AutoShardPolicy::kAuto, AutoShardPolicy::kFile,
                                                  AutoShardPolicy::kData, AutoShardPolicy::kHint)
-                             : *rc::gen::element(AutoShardPolicy::kOff, AutoShardPolicy::kAuto,
-                                                 AutoShardPolicy::kData, AutoShardPolicy::kHint);
+                             : *rc::gen::element(AutoShardPolicy::kOff, AutoShardPolicy::kAuto, AutoShardPolicy::kData,
+                                                 AutoShardPolicy::kHint);
   return options;
 }
 
@@ -499,9 +495,9 @@ RC_GTEST_PROP(DistributedInputProperty, FullBatchesFollowTheRule, ()) {
         if (dataset->applied_shard_policy() == AutoShardPolicy::kData) {
           if (t < full_batches) RC_ASSERT(size == ReplicaBatchSizes(g, n, RebatchRule::kLegacy)[w + k * w_count]);
         } else if (j < full_batches * static_cast<std::size_t>(n)) {
-          const std::vector<std::int64_t> cycle =
-              rule == RebatchRule::kV2 ? BatchSizesForWorker(g, w_count, r_count, w)
-                                       : ReplicaBatchSizes(g, n, RebatchRule::kLegacy);
+          const std::vector<std::int64_t> cycle = rule == RebatchRule::kV2
+                                                      ? BatchSizesForWorker(g, w_count, r_count, w)
+                                                      : ReplicaBatchSizes(g, n, RebatchRule::kLegacy);
           RC_ASSERT(size == cycle[j % static_cast<std::size_t>(n)]);
         }
       }
@@ -516,8 +512,7 @@ RC_GTEST_PROP(DistributedInputProperty, NoAllEmptyStepWhereTfHasNone, ()) {
   const std::int32_t n = dataset->num_replicas();
   // TF itself yields all-empty steps under OFF/HINT on several workers when
   // G < W*R (V2) or with legacy (see the unit tests above); elsewhere it has none.
-  const bool none_expected = options.num_workers == 1 ||
-                             dataset->applied_shard_policy() == AutoShardPolicy::kData ||
+  const bool none_expected = options.num_workers == 1 || dataset->applied_shard_policy() == AutoShardPolicy::kData ||
                              (dataset->effective_rule() == RebatchRule::kV2 && options.global_batch_size >= n);
   RC_PRE(none_expected);
   for (const auto& step : dataset->Iterate(0)) {

@@ -97,7 +97,9 @@ RC_GTEST_PROP(ExactMode, ReplicasEqualOneDeviceBitwise, ()) {
   std::int64_t begin = 0;
   for (std::size_t r = 0; r < split.size(); ++r) {
     const auto count = static_cast<std::int64_t>(split[r].size());
-    const auto mine = [&](auto& v) { return std::span(v).subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(count)); };
+    const auto mine = [&](auto& v) {
+      return std::span(v).subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(count));
+    };
     AverageLossCoefficients<float>(s.weighted ? std::span<const float>(mine(weights)) : std::span<const float>(), count,
                                    s.global_batch, 1.0f, mine(coefficients));
     segments.push_back({&setup.params, begin, count, words[r]});
@@ -141,7 +143,8 @@ RC_GTEST_PROP(ExactMode, ReplicasEqualOneDeviceBitwise, ()) {
   std::vector<float> reference(distributed.size());
   ExactToFloats(reference_words, reference);
   ExactSum reference_loss;
-  for (std::size_t i = 0; i < batch.size(); ++i) reference_loss.AddProduct(reference_coefficients[i], reference_losses[i]);
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    reference_loss.AddProduct(reference_coefficients[i], reference_losses[i]);
   ExactMeanMetric reference_metric;
   reference_metric.UpdateState(reference_losses, weights);
 
@@ -214,7 +217,8 @@ RC_GTEST_PROP(FastMode, ErrorAlwaysWithinItsBound, ()) {
   std::vector<std::int64_t> batch(static_cast<std::size_t>(s.batch));
   std::iota(batch.begin(), batch.end(), 0);
   const StepResult r = std::move(cluster->TrainStep(setup.data, SplitBatch(batch, s.global_batch, s.replicas, s.rule),
-                                                    s.global_batch, 1e-3f, 0)).value();
+                                                    s.global_batch, 1e-3f, 0))
+                           .value();
   RC_ASSERT(r.check.has_value());
   RC_ASSERT(r.check->within_bound);
   RC_ASSERT(r.check->max_bound_fraction <= 1.0);
@@ -280,8 +284,10 @@ TEST(ExactMode, ThousandReplicasEqualOneDevice) {
     auto cluster = std::move(Cluster::Create(*setup.model, config, "sgd", {}, setup.params, 16)).value();
     std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch));
     std::iota(batch.begin(), batch.end(), 0);
-    const StepResult r = std::move(cluster->TrainStep(setup.data, SplitBatch(batch, global_batch, 1024, RebatchRule::kV2),
-                                                      global_batch, 0.1f, 0)).value();
+    const StepResult r =
+        std::move(cluster->TrainStep(setup.data, SplitBatch(batch, global_batch, 1024, RebatchRule::kV2), global_batch,
+                                     0.1f, 0))
+            .value();
     ASSERT_TRUE(r.check.has_value());
     EXPECT_TRUE(r.check->within_bound) << global_batch << ": " << r.check->explanation;
     EXPECT_EQ(r.check->max_ulp, 0);
@@ -306,7 +312,8 @@ TEST(ExactMode, IndependentOfThreadsAndChunkSize) {
       std::vector<std::int32_t> predictions(40);
       std::vector<std::int64_t> words;
       ParameterList<float> grads = setup.model->ZeroParameters();
-      const float loss = runner.ExactGradient(setup.params, images, labels, coefficients, losses, predictions, words, grads);
+      const float loss =
+          runner.ExactGradient(setup.params, images, labels, coefficients, losses, predictions, words, grads);
       std::vector<float> all = Flatten(grads);
       all.push_back(loss);
       all.insert(all.end(), losses.begin(), losses.end());
@@ -332,8 +339,8 @@ TEST(ExactMode, RegularizationScaledByOneThirdIsNotExactButTheExactSplitIs) {
       config.check_reference = true;
       config.regularization_split = split;
       auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 16)).value();
-      const StepResult r = std::move(cluster->TrainStep(setup.data, SplitBatch(batch, 12, n, RebatchRule::kV2), 12,
-                                                        1e-3f, 0)).value();
+      const StepResult r =
+          std::move(cluster->TrainStep(setup.data, SplitBatch(batch, 12, n, RebatchRule::kV2), 12, 1e-3f, 0)).value();
       const bool power_of_two = (n & (n - 1)) == 0;
       if (split == RegularizationSplit::kExact || power_of_two) {
         EXPECT_TRUE(r.check->within_bound) << n << " replicas: " << r.check->explanation;

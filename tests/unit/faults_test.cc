@@ -65,8 +65,9 @@ TEST(FaultSpec, ClusterRefusesReplicasItLacks) {
   config.replicas = 2;
   config.strategy = StrategyKind::kMirrored;
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
-           {"die:replica=2,step=1", "fault die:replica=2,step=1: replica=2 names no replica; there are 2 replicas, so "
-                                    "replica must be from 0 to 1"},
+           {"die:replica=2,step=1",
+            "fault die:replica=2,step=1: replica=2 names no replica; there are 2 replicas, so "
+            "replica must be from 0 to 1"},
            {"drop:replica=0,step=1,to=5", "to=5 names no replica; there are 2 replicas, so to must be from 0 to 1"}}) {
     config.faults = {*ParseFaultSpec(text)};
     const Status status = config.Validate();

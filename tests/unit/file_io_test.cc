@@ -22,9 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void WriteText(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 bool Contains(const Status& status, const std::string& text) {
   return status.message().find(text) != std::string::npos;
@@ -172,8 +170,10 @@ TEST(WriteFileAtomicallyTest, NeverFollowsASymlinkPlantedAtTheTemporaryName) {
   // could use: a writer that followed one would overwrite the victim.
   for (int n = 0; n < 200; ++n) {
     const std::string name = "out.json.tmp-" + std::to_string(::getpid()) + "." + std::to_string(n);
-    if (n % 2 == 0) fs::create_symlink(dir / "victim", dir / name);
-    else WriteText(dir / name, "stale");
+    if (n % 2 == 0)
+      fs::create_symlink(dir / "victim", dir / name);
+    else
+      WriteText(dir / name, "stale");
   }
   const Status status = WriteFileAtomically((dir / "out.json").string(), "data");
   // Either written under a fresh name or refused; the victim is never touched.
@@ -195,8 +195,7 @@ TEST(AppendToRegularFileTest, AppendsCreatesAndRefusesOthers) {
   EXPECT_TRUE(CheckAppendPath(path, "metrics file").ok());
 
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
-  EXPECT_EQ(AppendToRegularFile((dir / "fifo").string(), "x", "metrics file").code(),
-            Status::Code::kInvalidArgument);
+  EXPECT_EQ(AppendToRegularFile((dir / "fifo").string(), "x", "metrics file").code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(CheckAppendPath((dir / "fifo").string(), "metrics file").code(), Status::Code::kInvalidArgument);
   fs::create_symlink("loop", dir / "loop");
   const Status loop = CheckAppendPath((dir / "loop").string(), "metrics file");

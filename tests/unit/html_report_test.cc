@@ -169,8 +169,7 @@ TEST(HtmlReport, NiceTicks) {
   EXPECT_EQ(TickLabels(svg, true),
             (std::vector<std::string>{"0.6", "0.8", "1", "1.2", "1.4", "1.6", "1.8", "2", "2.2"}));
   // x from 0 to 4, about 8 ticks.
-  EXPECT_EQ(TickLabels(svg, false),
-            (std::vector<std::string>{"0", "0.5", "1", "1.5", "2", "2.5", "3", "3.5", "4"}));
+  EXPECT_EQ(TickLabels(svg, false), (std::vector<std::string>{"0", "0.5", "1", "1.5", "2", "2.5", "3", "3.5", "4"}));
   // Floating-point noise never shows: the tick at 0 reads "0", not "5.55112e-17".
   LinePlot tenths{"t", "x", "y", {{"s", {0, 1}, {-0.3, 0.7}}}, false};
   const std::vector<std::string> labels = TickLabels(RenderSvg(tenths), true);
@@ -230,9 +229,9 @@ TEST(HtmlReport, LonePointsAndEqualValues) {
 }
 
 TEST(HtmlReport, EmptyPlotsDrawAxesAndSayNoData) {
-  for (const LinePlot& plot : {LinePlot{"empty", "x", "y", {}, false},
-                               LinePlot{"all missing", "x", "y", {{"s", {0, 1}, {kNaN, kNaN}}}, false},
-                               LinePlot{"log of <= 0", "x", "y", {{"s", {0, 1}, {0, -1}}}, true}}) {
+  for (const LinePlot& plot :
+       {LinePlot{"empty", "x", "y", {}, false}, LinePlot{"all missing", "x", "y", {{"s", {0, 1}, {kNaN, kNaN}}}, false},
+        LinePlot{"log of <= 0", "x", "y", {{"s", {0, 1}, {0, -1}}}, true}}) {
     const std::string svg = RenderSvg(plot);
     ExpectFiniteNumbers(svg);
     EXPECT_TRUE(HasText(svg, "no data")) << plot.title;
@@ -297,8 +296,8 @@ TEST(HtmlReport, TextIsEscaped) {
 }
 
 TEST(HtmlReport, BarPlotGroupsBarsWithValues) {
-  BarPlot plot{"Batch", "replica", "examples", {"r0", "r1", "r2"},
-               {{"step 1", {}, {16, 16, 16}}, {"last", {}, {16, 12, 0}}}};
+  BarPlot plot{
+      "Batch", "replica", "examples", {"r0", "r1", "r2"}, {{"step 1", {}, {16, 16, 16}}, {"last", {}, {16, 12, 0}}}};
   const std::string svg = RenderSvg(plot);
   ExpectFiniteNumbers(svg);
   EXPECT_EQ(Count(svg, "<title>"), 6);

@@ -22,8 +22,7 @@ std::string MakeTestDirectory() { return ::dtlab::testing::FreshTestDirectory().
 
 void WritePlain(const std::string& path, const Bytes& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << path;
 }
 
@@ -31,8 +30,7 @@ void WriteGzip(const std::string& path, const Bytes& bytes) {
   gzFile file = gzopen(path.c_str(), "wb");
   ASSERT_NE(file, nullptr) << path;
   if (!bytes.empty()) {
-    ASSERT_EQ(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())),
-              static_cast<int>(bytes.size()));
+    ASSERT_EQ(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
   }
   ASSERT_EQ(gzclose(file), Z_OK);
 }
@@ -117,8 +115,7 @@ TEST_F(IdxTest, ConcatenatedGzipMembersAreOneStream) {
 }
 
 TEST_F(IdxTest, OneToFourDimensions) {
-  for (const auto& dims :
-       std::vector<std::vector<std::uint32_t>>{{7}, {2, 3}, {2, 3, 4}, {2, 1, 3, 2}}) {
+  for (const auto& dims : std::vector<std::vector<std::uint32_t>>{{7}, {2, 3}, {2, 3, 4}, {2, 1, 3, 2}}) {
     const std::string path = PathFor("dims" + std::to_string(dims.size()));
     WritePlain(path, MakeIdx(dims));
     const StatusOr<IdxArray> array = ReadIdxFile(path);
@@ -137,8 +134,8 @@ TEST_F(IdxTest, MissingFileIsNotFound) {
 
 // Expects `bytes`, written plain, to fail with Corruption and a message that starts
 // with the path and contains every one of `words`.
-void ExpectCorruption(const std::string& path, const Bytes& bytes,
-                      const std::vector<std::string>& words, bool gzip = false) {
+void ExpectCorruption(const std::string& path, const Bytes& bytes, const std::vector<std::string>& words,
+                      bool gzip = false) {
   if (gzip) {
     WriteGzip(path, bytes);
   } else {
@@ -194,10 +191,8 @@ TEST_F(IdxTest, TruncatedHeader) {
 TEST_F(IdxTest, TruncatedPayload) {
   Bytes bytes = MakeIdx({3, 4, 5});
   bytes.resize(bytes.size() - 7);
-  ExpectCorruption(PathFor("short"), bytes,
-                   {"truncated: expected 60 bytes of data after the header, found 53"});
-  ExpectCorruption(PathFor("short.gz"), bytes,
-                   {"truncated: expected 60 bytes of data after the header, found 53"},
+  ExpectCorruption(PathFor("short"), bytes, {"truncated: expected 60 bytes of data after the header, found 53"});
+  ExpectCorruption(PathFor("short.gz"), bytes, {"truncated: expected 60 bytes of data after the header, found 53"},
                    /*gzip=*/true);
 }
 
@@ -209,9 +204,7 @@ TEST_F(IdxTest, TrailingBytes) {
   ExpectCorruption(PathFor("long.gz"), bytes, {"2 unexpected trailing bytes"}, /*gzip=*/true);
 }
 
-TEST_F(IdxTest, ZeroDimension) {
-  ExpectCorruption(PathFor("zero"), MakeIdx({3, 0, 4}), {"dimension 1 is 0"});
-}
+TEST_F(IdxTest, ZeroDimension) { ExpectCorruption(PathFor("zero"), MakeIdx({3, 0, 4}), {"dimension 1 is 0"}); }
 
 TEST_F(IdxTest, HugeDimensionsAreRejectedBeforeAllocating) {
   Bytes bytes = MakeIdx({1, 1, 1});

@@ -98,8 +98,7 @@ TEST(LayerKernels, DenseIsItsScalarDefinition) {
 TEST(LayerKernels, Conv2DIsItsScalarDefinition) {
   constexpr std::int64_t kBatch = 3, kH = 7, kW = 6, kC = 3, kF = 5, kK = 3;
   constexpr std::int64_t kOH = kH - kK + 1, kOW = kW - kK + 1;
-  const Tensor<float> x = Random({kBatch, kH, kW, kC}, 5), kernel = Random({kK, kK, kC, kF}, 6),
-                      bias = Random({kF}, 7);
+  const Tensor<float> x = Random({kBatch, kH, kW, kC}, 5), kernel = Random({kK, kK, kC, kF}, 6), bias = Random({kF}, 7);
   const Tensor<float> dy = Random({kBatch, kOH, kOW, kF}, 8, 0.01f);
   const Conv2D<float> layer("conv2d", kF, kK, kK, Activation::kRelu);
   const Tensor<float>* params[] = {&kernel, &bias};
@@ -209,7 +208,8 @@ TEST(LayerKernels, FastModeGradientBitsArePinned) {
   const FastStep step = RunFastStep();
   std::uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the losses, then the gradients
   auto mix = [&](const void* data, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; ++i) hash = (hash ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ull;
+    for (std::size_t i = 0; i < bytes; ++i)
+      hash = (hash ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ull;
   };
   mix(step.losses.data(), step.losses.size() * sizeof(float));
   std::ostringstream digest;

@@ -56,8 +56,8 @@ TEST(MemoryEstimate, HundredThousandReplicasDoNotOverflow) {
 
 TEST(MemoryEstimate, RefusesARunThatDoesNotFit) {
   const RunMemoryInput input = Input(100000);
-  const Status refused =
-      CheckRunFitsInMemory(EstimateRunMemory(input), input, AvailableMemory{8.0 * (1 << 30), "MemAvailable in /proc/meminfo"});
+  const Status refused = CheckRunFitsInMemory(EstimateRunMemory(input), input,
+                                              AvailableMemory{8.0 * (1 << 30), "MemAvailable in /proc/meminfo"});
   EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument);  // exit 2, before any allocation
   for (const char* part : {"the run needs about", "100000 replicas x", "but only 8.0 GiB is available",
                            "MemAvailable in /proc/meminfo", "use fewer --replicas, a smaller batch"})

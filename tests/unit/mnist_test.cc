@@ -22,8 +22,7 @@ namespace {
 using Bytes = std::vector<std::uint8_t>;
 
 void AppendBigEndian(Bytes& bytes, std::uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    bytes.push_back(static_cast<std::uint8_t>(value >> shift));
+  for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<std::uint8_t>(value >> shift));
 }
 
 // count images of rows x cols whose pixel (i, y, x) is (i + y * cols + x) mod 256.
@@ -33,8 +32,7 @@ Bytes MakeImagesIdx(std::uint32_t count, std::uint32_t rows, std::uint32_t cols)
   AppendBigEndian(bytes, rows);
   AppendBigEndian(bytes, cols);
   for (std::uint32_t i = 0; i < count; ++i) {
-    for (std::uint32_t p = 0; p < rows * cols; ++p)
-      bytes.push_back(static_cast<std::uint8_t>(i + p));
+    for (std::uint32_t p = 0; p < rows * cols; ++p) bytes.push_back(static_cast<std::uint8_t>(i + p));
   }
   return bytes;
 }
@@ -50,30 +48,26 @@ void WriteFile(const std::string& path, const Bytes& bytes, bool gzip) {
   if (gzip) {
     gzFile file = gzopen(path.c_str(), "wb");
     ASSERT_NE(file, nullptr) << path;
-    ASSERT_EQ(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())),
-              static_cast<int>(bytes.size()));
+    ASSERT_EQ(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
     ASSERT_EQ(gzclose(file), Z_OK);
     return;
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << path;
 }
 
 class MnistTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    directory_ = ::dtlab::testing::FreshTestDirectory().string();
-  }
+  void SetUp() override { directory_ = ::dtlab::testing::FreshTestDirectory().string(); }
   std::string PathFor(const std::string& name) const { return directory_ + "/" + name; }
 
   // Writes a complete small data set: 12 training and 5 test images of 4x3.
   void WriteDataset(bool gzip) {
     const std::string suffix = gzip ? ".gz" : "";
     WriteFile(PathFor(std::string(kTrainImagesFile) + suffix), MakeImagesIdx(12, 4, 3), gzip);
-    WriteFile(PathFor(std::string(kTrainLabelsFile) + suffix),
-              MakeLabelsIdx({9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0}), gzip);
+    WriteFile(PathFor(std::string(kTrainLabelsFile) + suffix), MakeLabelsIdx({9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0}),
+              gzip);
     WriteFile(PathFor(std::string(kTestImagesFile) + suffix), MakeImagesIdx(5, 4, 3), gzip);
     WriteFile(PathFor(std::string(kTestLabelsFile) + suffix), MakeLabelsIdx({1, 2, 3, 4, 5}), gzip);
   }
@@ -83,16 +77,14 @@ class MnistTest : public ::testing::Test {
 
 void ExpectContains(const Status& status, const std::vector<std::string>& words) {
   for (const std::string& word : words) {
-    EXPECT_NE(status.message().find(word), std::string::npos)
-        << "'" << word << "' not in: " << status.message();
+    EXPECT_NE(status.message().find(word), std::string::npos) << "'" << word << "' not in: " << status.message();
   }
 }
 
 TEST_F(MnistTest, LoadImagesAndLabelsScalesPixels) {
   WriteFile(PathFor("images"), MakeImagesIdx(3, 2, 2), false);
   WriteFile(PathFor("labels.gz"), MakeLabelsIdx({0, 2, 1}), true);
-  const StatusOr<ImageDataset> data =
-      LoadImagesAndLabels(PathFor("images"), PathFor("labels.gz"), 3);
+  const StatusOr<ImageDataset> data = LoadImagesAndLabels(PathFor("images"), PathFor("labels.gz"), 3);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
   EXPECT_EQ(data->count, 3);
   EXPECT_EQ(data->height, 2);
@@ -267,8 +259,7 @@ TEST(SyntheticDatasetTest, ClassesAreSeparableByTheirMeanImage) {
   std::vector<int> counts(num_classes, 0);
   for (std::int64_t i = 0; i < data.count; ++i) {
     ++counts[data.labels[i]];
-    for (std::int64_t p = 0; p < size; ++p)
-      means[data.labels[i] * size + p] += data.images[i * size + p];
+    for (std::int64_t p = 0; p < size; ++p) means[data.labels[i] * size + p] += data.images[i * size + p];
   }
   for (int c = 0; c < num_classes; ++c) {
     for (std::int64_t p = 0; p < size; ++p) means[c * size + p] /= counts[c];

@@ -133,7 +133,7 @@ TEST(ParameterServerCheckpoints, SeveralWorkersResumePushingEveryBatchOnceDeterm
   EXPECT_EQ(resumed->resumed_from_step, 10);
   ASSERT_TRUE(resumed->resume.has_value());
   EXPECT_EQ(resumed->resume->position.examples_consumed, 40);  // 10 batches of 4, whichever workers pushed them
-  EXPECT_EQ(resumed->steps, 48);  // the 14 batches left of epoch 1, then epoch 2
+  EXPECT_EQ(resumed->steps, 48);                               // the 14 batches left of epoch 1, then epoch 2
   ASSERT_EQ(resumed->epochs.size(), 2u);
   EXPECT_EQ(resumed->epochs[0].steps, 14);
   EXPECT_EQ(resumed->epochs[1].steps, 24);

@@ -33,8 +33,9 @@ class ParameterServerLoss : public ::testing::TestWithParam<MathMode> {
     options.workers = 1;
     options.loss = loss;
     options.batch_size = batch_size;
-    auto cluster = std::move(ParameterServerCluster::Create(*model_, options, "sgd", {}, model_->InitialParameters(5),
-                                                            16)).value();
+    auto cluster =
+        std::move(ParameterServerCluster::Create(*model_, options, "sgd", {}, model_->InitialParameters(5), 16))
+            .value();
     std::vector<std::vector<std::vector<std::int64_t>>> batches(1);
     std::int64_t next = 0;
     for (const std::int64_t size : sizes) {
@@ -99,8 +100,8 @@ TEST_P(ParameterServerLoss, OnAShortBatchTheGlobalDenominatorDividesByTheConfigu
   // Every other code divides the short batch by itself, as compute_average_loss(l) does.
   for (const auto& [name, code] : Codes()) {
     const Outcome run = Train(code, {3}, 8);
-    const bool divides_by_configured_batch = code.denominator == LossDenominator::kGlobal && !code.ddp() &&
-                                             !code.keras3_mean();
+    const bool divides_by_configured_batch =
+        code.denominator == LossDenominator::kGlobal && !code.ddp() && !code.keras3_mean();
     const Outcome& expected = divides_by_configured_batch ? global : local;
     EXPECT_EQ(run.losses, expected.losses) << name;
     EXPECT_EQ(run.variables, expected.variables) << name;

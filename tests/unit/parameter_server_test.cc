@@ -37,7 +37,8 @@ struct Fixture {
     options.parameter_servers = servers;
     options.seed = seed;
     options.flops_per_example = 1e6;
-    return std::move(ParameterServerCluster::Create(*model, options, "adam", {}, model->InitialParameters(5), 16)).value();
+    return std::move(ParameterServerCluster::Create(*model, options, "adam", {}, model->InitialParameters(5), 16))
+        .value();
   }
 };
 
@@ -72,9 +73,9 @@ TEST_P(ParameterServerReplay, EqualsSequentialReplayOfTheSameUpdates) {
   Fixture f;
   const MathMode math = GetParam();
   auto cluster = f.Make(7, 2, math);
-  ASSERT_TRUE(cluster->RunEpoch(f.data, f.batches, 0, 1e-3f, -1,
-                                [](const ParameterServerUpdate&) { return Status::Ok(); })
-                  .ok());
+  ASSERT_TRUE(
+      cluster->RunEpoch(f.data, f.batches, 0, 1e-3f, -1, [](const ParameterServerUpdate&) { return Status::Ok(); })
+          .ok());
   const auto& updates = cluster->updates();
   ASSERT_EQ(updates.size(), 12u);
 
@@ -119,9 +120,9 @@ TEST(ParameterServer, InterleavingDependsOnlyOnTheSeed) {
   auto order = [&](std::uint64_t seed, int threads) {
     tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
     auto cluster = f.Make(seed, 3);
-    EXPECT_TRUE(cluster->RunEpoch(f.data, f.batches, 0, 1e-3f, -1,
-                                [](const ParameterServerUpdate&) { return Status::Ok(); })
-                  .ok());
+    EXPECT_TRUE(
+        cluster->RunEpoch(f.data, f.batches, 0, 1e-3f, -1, [](const ParameterServerUpdate&) { return Status::Ok(); })
+            .ok());
     std::vector<std::int32_t> workers;
     for (const auto& u : cluster->updates()) workers.push_back(u.worker);
     return std::make_pair(workers, cluster->variables());
@@ -136,10 +137,13 @@ TEST(ParameterServer, StopsAfterMaxUpdates) {
   Fixture f;
   auto cluster = f.Make(7, 1);
   int calls = 0;
-  ASSERT_TRUE(cluster->RunEpoch(f.data, f.batches, 0, 1e-3f, 5, [&](const ParameterServerUpdate&) {
-    ++calls;
-    return Status::Ok();
-  }).ok());
+  ASSERT_TRUE(cluster
+                  ->RunEpoch(f.data, f.batches, 0, 1e-3f, 5,
+                             [&](const ParameterServerUpdate&) {
+                               ++calls;
+                               return Status::Ok();
+                             })
+                  .ok());
   EXPECT_EQ(calls, 5);
   EXPECT_EQ(cluster->version(), 5);
 }
@@ -163,9 +167,8 @@ namespace {
 TEST(ParameterServer, MaxUpdatesCountsTheUpdatesBeforeARestore) {
   Fixture f;
   auto first = f.Make(7, 2);
-  ASSERT_TRUE(first->RunEpoch(f.data, f.batches, 0, 1e-3f, 3,
-                                [](const ParameterServerUpdate&) { return Status::Ok(); })
-                  .ok());
+  ASSERT_TRUE(
+      first->RunEpoch(f.data, f.batches, 0, 1e-3f, 3, [](const ParameterServerUpdate&) { return Status::Ok(); }).ok());
   TrainingState state;
   state.optimizer = std::move(MakeOptimizer("adam", {})).value();
   state.optimizer->Build(first->variables());
@@ -177,10 +180,13 @@ TEST(ParameterServer, MaxUpdatesCountsTheUpdatesBeforeARestore) {
   EXPECT_EQ(second->version(), 3);
   EXPECT_EQ(second->variables(), first->variables());
   int calls = 0;
-  ASSERT_TRUE(second->RunEpoch(f.data, f.batches, 1, 1e-3f, 5, [&](const ParameterServerUpdate&) {
-    ++calls;
-    return Status::Ok();
-  }).ok());
+  ASSERT_TRUE(second
+                  ->RunEpoch(f.data, f.batches, 1, 1e-3f, 5,
+                             [&](const ParameterServerUpdate&) {
+                               ++calls;
+                               return Status::Ok();
+                             })
+                  .ok());
   EXPECT_EQ(calls, 2) << "--steps 5 after 3 restored updates leaves 2";
   EXPECT_EQ(second->version(), 5);
 }

@@ -174,7 +174,8 @@ TEST(PortableLog, CorrectlyRoundedOnPositiveFloats) {
 // smallest subnormals.
 TEST(PortableLog, CorrectlyRoundedAtEveryInputNearOneAndTheRangeSwitch) {
   AccuracyTally tally;
-  ForEachBitPattern(Bits(1.0f - 0x1p-10f), Bits(1.0f + 0x1p-10f), 1, [&](float x) { tally.Check(x, Log, ReferenceLog); });
+  ForEachBitPattern(Bits(1.0f - 0x1p-10f), Bits(1.0f + 0x1p-10f), 1,
+                    [&](float x) { tally.Check(x, Log, ReferenceLog); });
   ForEachBitPattern(Bits(1.4f), Bits(1.42f), 1, [&](float x) { tally.Check(x, Log, ReferenceLog); });
   ForEachBitPattern(1, 100000, 1, [&](float x) { tally.Check(x, Log, ReferenceLog); });
   ExpectAccurate(tally, "Log");
@@ -253,10 +254,10 @@ std::string RowMismatch(const std::vector<float>& logits, int label, float coeff
   for (int c = 0; c < classes; ++c) {
     const double probability = reference.dlogits[static_cast<std::size_t>(c)] / coefficient + (c == label);
     const double shifted = logits[static_cast<std::size_t>(c)] - max_logit;
-    const double bound = 2 * std::fabs(coefficient) * kFloatEpsilon *
-                             (probability * (2 * classes + 2 + std::fabs(shifted)) +
-                              std::fabs(probability - (c == label))) +
-                         std::fabs(coefficient) * 0x1p-126;  // subnormal probabilities round absolutely
+    const double bound =
+        2 * std::fabs(coefficient) * kFloatEpsilon *
+            (probability * (2 * classes + 2 + std::fabs(shifted)) + std::fabs(probability - (c == label))) +
+        std::fabs(coefficient) * 0x1p-126;  // subnormal probabilities round absolutely
     const double got = dlogits[static_cast<std::size_t>(c)], want = reference.dlogits[static_cast<std::size_t>(c)];
     if (!(std::fabs(got - want) <= bound))
       mismatch << "dlogits[" << c << "] " << got << " vs " << want << " (bound " << bound << "); ";
@@ -331,8 +332,8 @@ TEST(PortableSoftmaxCrossEntropy, NullGradientComputesLossOnly) {
 RC_GTEST_PROP(PortableSoftmaxCrossEntropyProperty, RandomRowsBehave, ()) {
   const int classes = *rc::gen::inRange(1, 40);
   const float scale = *rc::gen::element(0.01f, 1.0f, 10.0f, 100.0f, 1e30f);
-  const auto ticks = *rc::gen::container<std::vector<int>>(static_cast<std::size_t>(classes),
-                                                           rc::gen::inRange(-10000, 10001));
+  const auto ticks =
+      *rc::gen::container<std::vector<int>>(static_cast<std::size_t>(classes), rc::gen::inRange(-10000, 10001));
   std::vector<float> logits;
   for (const int t : ticks) logits.push_back(scale * (static_cast<float>(t) / 1000.0f));
   const int label = *rc::gen::inRange(0, classes);
@@ -348,16 +349,18 @@ RC_GTEST_PROP(PortableSoftmaxCrossEntropyProperty, RandomRowsBehave, ()) {
   for (int c = 0; c < classes; ++c) {
     const float g = dlogits[static_cast<std::size_t>(c)];
     gradient_sum += g;
-    if (c != label) RC_ASSERT(g * coefficient >= 0.0f);
-    else RC_ASSERT(g * coefficient <= 0.0f);
+    if (c != label)
+      RC_ASSERT(g * coefficient >= 0.0f);
+    else
+      RC_ASSERT(g * coefficient <= 0.0f);
   }
   RC_ASSERT(std::fabs(gradient_sum) <= std::fabs(coefficient) * 4 * (classes + 1) * kFloatEpsilon);
 
   const int other = *rc::gen::inRange(0, classes);
   float other_loss = 0;
   SoftmaxCrossEntropyRow(logits.data(), classes, other, coefficient, &other_loss, nullptr);
-  const double expected_difference = static_cast<double>(logits[static_cast<std::size_t>(label)]) -
-                                     logits[static_cast<std::size_t>(other)];
+  const double expected_difference =
+      static_cast<double>(logits[static_cast<std::size_t>(label)]) - logits[static_cast<std::size_t>(other)];
   RC_ASSERT(std::fabs((other_loss - loss) - expected_difference) <=
             4 * kFloatEpsilon * (std::fabs(loss) + std::fabs(other_loss) + 2 * classes));
 }

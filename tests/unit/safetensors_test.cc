@@ -61,8 +61,7 @@ std::string RawFile(const std::string& header, const std::string& data) {
   return out + header + data;
 }
 
-void ExpectCorruption(const StatusOr<SafetensorsFile>& result, const std::string& origin,
-                      const std::string& needle) {
+void ExpectCorruption(const StatusOr<SafetensorsFile>& result, const std::string& origin, const std::string& needle) {
   ASSERT_FALSE(result.ok()) << "expected an error containing: " << needle;
   EXPECT_EQ(result.status().code(), Status::Code::kCorruption) << result.status().ToString();
   EXPECT_EQ(result.status().message().rfind(origin, 0), 0u) << result.status().message();
@@ -101,8 +100,7 @@ TEST(SafetensorsTest, RoundTripsEveryDTypeExactly) {
   EXPECT_TRUE(std::signbit((*weights)[1]));
   EXPECT_TRUE(std::isnan((*weights)[2]));
   EXPECT_EQ(parsed->GetF64("f64").value(), (std::vector<double>{3.141592653589793, -2.5e300}));
-  EXPECT_EQ(parsed->GetI32("i32").value(),
-            (std::vector<std::int32_t>{-1, 0, 2147483647, -2147483647 - 1}));
+  EXPECT_EQ(parsed->GetI32("i32").value(), (std::vector<std::int32_t>{-1, 0, 2147483647, -2147483647 - 1}));
   EXPECT_EQ(parsed->GetI64("step").value(), (std::vector<std::int64_t>{1234567890123}));
   EXPECT_EQ(parsed->Find("step")->shape, Shape{});
   EXPECT_EQ(parsed->GetU8("bytes").value(), (std::vector<std::uint8_t>{0, 1, 254, 255, 7}));
@@ -150,8 +148,7 @@ TEST(SafetensorsTest, HeaderLayoutIsStandardSafetensors) {
     ASSERT_EQ(offsets.size(), 2u);
     EXPECT_EQ(offsets[0], offset) << "data buffer follows insertion order";
     EXPECT_EQ(offsets[1], offset + entry.bytes.size());
-    EXPECT_EQ(data.substr(offset, entry.bytes.size()),
-              std::string(entry.bytes.begin(), entry.bytes.end()));
+    EXPECT_EQ(data.substr(offset, entry.bytes.size()), std::string(entry.bytes.begin(), entry.bytes.end()));
     offset += entry.bytes.size();
   }
   EXPECT_EQ(offset, data.size());
@@ -172,13 +169,10 @@ TEST(SafetensorsTest, AddRejectsBadInput) {
   EXPECT_EQ(duplicate.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(duplicate.message().find("'x'"), std::string::npos);
   EXPECT_EQ(file.Add("y", std::span<const float>(three), {2}).code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(file.Add("y", std::span<const float>(three), {-1, -3}).code(),
-            Status::Code::kInvalidArgument);
+  EXPECT_EQ(file.Add("y", std::span<const float>(three), {-1, -3}).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(file.Add("", std::span<const float>(three), {3}).code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(file.Add("__metadata__", std::span<const float>(three), {3}).code(),
-            Status::Code::kInvalidArgument);
-  EXPECT_EQ(file.Add("bad\xFF", std::span<const float>(three), {3}).code(),
-            Status::Code::kInvalidArgument);
+  EXPECT_EQ(file.Add("__metadata__", std::span<const float>(three), {3}).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(file.Add("bad\xFF", std::span<const float>(three), {3}).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(file.AddEntry({"z", DType::kI64, {2}, std::vector<std::uint8_t>(8)}).code(),
             Status::Code::kInvalidArgument);
   EXPECT_EQ(file.entries().size(), 1u);
@@ -216,8 +210,7 @@ TEST(SafetensorsTest, RejectsMalformedFiles) {
       {too_long, "exceeds"},
       {RawFile("{not json", ""), "not valid JSON"},
       {RawFile("[1, 2]", ""), "not a JSON object"},
-      {RawFile("{\"a\" :{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} \xFF", "1234"),
-       "not valid JSON"},
+      {RawFile("{\"a\" :{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} \xFF", "1234"), "not valid JSON"},
       {RawFile(R"({"a": 5})", ""), "not a JSON object"},
       // Issue 19: nesting past the format's 3 levels is refused before parsing
       // (100 000 levels overflowed the stack), and so are keys it does not have.
@@ -231,29 +224,18 @@ TEST(SafetensorsTest, RejectsMalformedFiles) {
       {RawFile(R"({"a": {"shape": [1], "data_offsets": [0, 4]}})", "1234"), "missing \"dtype\""},
       {RawFile(R"({"a": {"dtype": "F32", "data_offsets": [0, 4]}})", "1234"), "missing \"shape\""},
       {RawFile(R"({"a": {"dtype": "F32", "shape": [1]}})", "1234"), "missing \"data_offsets\""},
-      {RawFile(R"({"a": {"dtype": 1, "shape": [1], "data_offsets": [0, 4]}})", "1234"),
-       "not a string"},
-      {RawFile(R"({"a": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}})", "12"),
-       "unknown dtype"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": "1", "data_offsets": [0, 4]}})", "1234"),
-       "not an array"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}})", "1234"),
-       "not an integer"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", "1234"),
-       "negative dimension"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}})", "1234"),
-       "pair"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, -4]}})", "1234"),
-       "pair"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})", "1234"),
-       "end before"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}})", "1234"),
-       "need 8"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 4]}})",
-               "1234"),
+      {RawFile(R"({"a": {"dtype": 1, "shape": [1], "data_offsets": [0, 4]}})", "1234"), "not a string"},
+      {RawFile(R"({"a": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}})", "12"), "unknown dtype"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": "1", "data_offsets": [0, 4]}})", "1234"), "not an array"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}})", "1234"), "not an integer"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", "1234"), "negative dimension"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}})", "1234"), "pair"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, -4]}})", "1234"), "pair"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})", "1234"), "end before"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}})", "1234"), "need 8"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 4]}})", "1234"),
        "too large"},
-      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", "1234"),
-       "beyond"},
+      {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", "1234"), "beyond"},
       {RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
                    "b": {"dtype": "F32", "shape": [1], "data_offsets": [2, 6]}})",
                "123456"),
@@ -277,8 +259,8 @@ TEST(SafetensorsTest, RejectsMalformedFiles) {
     ExpectCorruption(ParseSafetensors(c.bytes, origin), origin, c.needle);
   }
   // Files written by other tools (no dtlab checksums) are accepted.
-  StatusOr<SafetensorsFile> plain = ParseSafetensors(
-      RawFile(R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}})", "\x01\x02"), origin);
+  StatusOr<SafetensorsFile> plain =
+      ParseSafetensors(RawFile(R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}})", "\x01\x02"), origin);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ(plain->GetU8("a").value(), (std::vector<std::uint8_t>{1, 2}));
 }
@@ -287,8 +269,7 @@ TEST(SafetensorsTest, ChecksumMismatchIsReported) {
   std::string bytes = SerializeSafetensors(MakeSample());
   bytes.back() ^= 0x01;
   StatusOr<SafetensorsFile> result = ParseSafetensors(bytes, "ckpt-3.safetensors");
-  ExpectCorruption(result, "ckpt-3.safetensors",
-                   "checksum mismatch: the file is corrupted (stored crc32 ");
+  ExpectCorruption(result, "ckpt-3.safetensors", "checksum mismatch: the file is corrupted (stored crc32 ");
   EXPECT_NE(result.status().message().find(", computed "), std::string::npos);
 }
 
@@ -339,12 +320,9 @@ RC_GTEST_PROP(SafetensorsProperty, MutatedFileIsCorruptionOrOriginal, ()) {
   const auto counts = *rc::gen::arbitrary<std::vector<std::int64_t>>();
   const auto raw = *rc::gen::arbitrary<std::vector<std::uint8_t>>();
   RC_ASSERT(original.Add("w", std::span<const float>(weights), {3, 2}).ok());
-  RC_ASSERT(original
-                .Add("counts", std::span<const std::int64_t>(counts),
-                     {static_cast<std::int64_t>(counts.size())})
-                .ok());
-  RC_ASSERT(original.Add("raw", std::span<const std::uint8_t>(raw), {static_cast<std::int64_t>(raw.size())})
-                .ok());
+  RC_ASSERT(
+      original.Add("counts", std::span<const std::int64_t>(counts), {static_cast<std::int64_t>(counts.size())}).ok());
+  RC_ASSERT(original.Add("raw", std::span<const std::uint8_t>(raw), {static_cast<std::int64_t>(raw.size())}).ok());
   original.metadata["epoch"] = "1";
   const std::string bytes = SerializeSafetensors(original);
 

@@ -30,13 +30,23 @@ std::string WithVariant(const std::string& name) {
 }
 
 TEST(RunNameTest, AllowsPlainNames) {
-  for (const std::string& name : std::vector<std::string>{"main", "v1", "lr-0.01", "A_b.c", std::string(kMaxRunNameLength, 'x')})
+  for (const std::string& name :
+       std::vector<std::string>{"main", "v1", "lr-0.01", "A_b.c", std::string(kMaxRunNameLength, 'x')})
     EXPECT_TRUE(CheckRunName(name).ok()) << name;
 }
 
 TEST(RunNameTest, RefusesPathsAndOddNames) {
-  const std::vector<std::string> names = {"", ".", "..", "../x", "../../../elsewhere/escape", "/srv/abs", "a/b",
-                                          "a b", "a\nb", "a\\b", std::string(kMaxRunNameLength + 1, 'x'),
+  const std::vector<std::string> names = {"",
+                                          ".",
+                                          "..",
+                                          "../x",
+                                          "../../../elsewhere/escape",
+                                          "/srv/abs",
+                                          "a/b",
+                                          "a b",
+                                          "a\nb",
+                                          "a\\b",
+                                          std::string(kMaxRunNameLength + 1, 'x'),
                                           "caf\xc3\xa9"};
   for (const std::string& name : names) {
     const Status status = CheckRunName(name);
@@ -82,7 +92,9 @@ TEST(ScenarioText, DisplayTextIsEscapedAndValuesAreKept) {
   ASSERT_TRUE(scenario.ok()) << scenario.status().ToString();
   EXPECT_EQ(scenario->title, "t\\x1b[2J\\u202e");
   ASSERT_FALSE(scenario->runs.empty());
-  EXPECT_EQ(scenario->runs[0].data.source, "data\xe2\x80\xae" "dir");
+  EXPECT_EQ(scenario->runs[0].data.source,
+            "data\xe2\x80\xae"
+            "dir");
 }
 
 }  // namespace

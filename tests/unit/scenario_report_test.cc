@@ -42,7 +42,8 @@ TEST(FormatRunText, CountsAreWholeNumbersAndOtherValuesHaveThreeDigits) {
 
 TEST(FormatRunText, LeavesUnknownNamesAndUnclosedBracesAsWritten) {
   const ScenarioResult result = TwoRuns();
-  EXPECT_EQ(FormatRunText(result, "{{no_such_value}} and {{other.replicas}}"), "{{no_such_value}} and {{other.replicas}}");
+  EXPECT_EQ(FormatRunText(result, "{{no_such_value}} and {{other.replicas}}"),
+            "{{no_such_value}} and {{other.replicas}}");
   EXPECT_EQ(FormatRunText(result, "{{replicas}} then {{replicas"), "8 then {{replicas");
   EXPECT_EQ(FormatRunText(result, ""), "");
 }

@@ -46,7 +46,8 @@ std::uint32_t MaskCrc(std::uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 
 
 std::uint64_t LittleEndian(std::string_view bytes) {
   std::uint64_t value = 0;
-  for (std::size_t i = 0; i < bytes.size(); ++i) value |= std::uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    value |= std::uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
   return value;
 }
 
@@ -133,7 +134,8 @@ bool ReadVarint(std::string_view* in, std::uint64_t* value) {
         message.remove_prefix(size);
         break;
       }
-      default: return ::testing::AssertionFailure() << "unexpected wire type " << field.wire_type;
+      default:
+        return ::testing::AssertionFailure() << "unexpected wire type " << field.wire_type;
     }
     fields->push_back(std::move(field));
   }
@@ -202,7 +204,8 @@ struct Event {
         }
         break;
       }
-      default: return ::testing::AssertionFailure() << "unexpected Event field " << field.number;
+      default:
+        return ::testing::AssertionFailure() << "unexpected Event field " << field.number;
     }
   }
   return ::testing::AssertionSuccess();
@@ -220,9 +223,7 @@ struct Event {
   return ::testing::AssertionSuccess();
 }
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string Hex(std::string_view bytes) {
   static const char kDigits[] = "0123456789abcdef";

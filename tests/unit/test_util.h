@@ -48,9 +48,9 @@ inline TrainTestData TinyTrainTestData() {
 /// A fresh, empty directory for the running test: DTLAB_TEST_TMPDIR/<suite>.<test>.<pid>.
 inline std::filesystem::path FreshTestDirectory() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::filesystem::path dir = std::filesystem::path(DTLAB_TEST_TMPDIR) /
-                                    (std::string(info->test_suite_name()) + "." + info->name() + "." +
-                                     std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::path(DTLAB_TEST_TMPDIR) /
+      (std::string(info->test_suite_name()) + "." + info->name() + "." + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

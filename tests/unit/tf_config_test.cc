@@ -131,7 +131,8 @@ TEST(TfConfigTest, EvaluatorMayBeAbsentFromTheCluster) {
 
 TEST(TfConfigTest, JobAsIndexMappingIsAcceptedWhenDense) {
   // server_lib.ClusterSpec also takes {index: address}; keys are converted by int().
-  const TfConfig c = Parse(R"({"cluster": {"worker": {"1": "b:1", "0": "a:1"}}, "task": {"type": "worker", "index": 1}})");
+  const TfConfig c =
+      Parse(R"({"cluster": {"worker": {"1": "b:1", "0": "a:1"}}, "task": {"type": "worker", "index": 1}})");
   EXPECT_EQ(c.cluster.at("worker"), (std::vector<std::string>{"a:1", "b:1"}));
   EXPECT_EQ(c.WorkerRank(), 1);
 }
@@ -139,8 +140,10 @@ TEST(TfConfigTest, JobAsIndexMappingIsAcceptedWhenDense) {
 TEST(TfConfigTest, IndexConversionsFollowPythonInt) {
   // TFConfigClusterResolver.task_id is int(task['index']): strings of digits and
   // whole floats are integers too.
-  EXPECT_EQ(Parse(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": "1"}})").task_index, 1);
-  EXPECT_EQ(Parse(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1.0}})").task_index, 1);
+  EXPECT_EQ(Parse(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": "1"}})").task_index,
+            1);
+  EXPECT_EQ(Parse(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1.0}})").task_index,
+            1);
   EXPECT_ERROR_HAS(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0.5}})",
                    "TF_CONFIG task.index must be a whole number such as 0, got a number (0.5)");
   EXPECT_ERROR_HAS(R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "one"}})",
@@ -159,8 +162,9 @@ TEST(TfConfigTest, UnknownKeysAreIgnoredAndRecorded) {
                            R"( "rpc_layr": "grpc", "session_master": "grpc://a:1"})");
   EXPECT_EQ(c.ignored_keys, (std::vector<std::string>{"rpc_layr", "task.trial"}));
   EXPECT_EQ(c.rpc_layer, "");
-  EXPECT_NE(DescribeTfConfig(c).find(R"(Ignored keys (TensorFlow does not read them either): "rpc_layr", "task.trial")"),
-            std::string::npos);
+  EXPECT_NE(
+      DescribeTfConfig(c).find(R"(Ignored keys (TensorFlow does not read them either): "rpc_layr", "task.trial")"),
+      std::string::npos);
 }
 
 TEST(TfConfigTest, EmptyNonChiefJobsAreAllowed) {
@@ -175,8 +179,9 @@ TEST(TfConfigTest, MalformedJson) {
                        R"(["localhost:12345", "localhost:23456"]}, "task": {"type": "worker", "index": 0}})");
   EXPECT_ERROR_HAS(" \n", "TF_CONFIG is empty");
   EXPECT_ERROR_HAS(R"({"cluster": )", "TF_CONFIG is not valid JSON (parse error at line 1, column 13:");
-  EXPECT_ERROR_HAS(R"({'cluster': {}})", "; JSON strings take double quotes (in Python, write json.dumps(config), "
-                                         "not str(config))");
+  EXPECT_ERROR_HAS(R"({'cluster': {}})",
+                   "; JSON strings take double quotes (in Python, write json.dumps(config), "
+                   "not str(config))");
   EXPECT_ERROR_HAS(R"({"cluster": {"worker": ["a:1",]}})", "TF_CONFIG is not valid JSON");
   EXPECT_ERROR_HAS(R"(["a:1"])", "TF_CONFIG must be a JSON object such as");
   EXPECT_ERROR_HAS(R"("worker")", "got a string (\"worker\")");
@@ -270,7 +275,8 @@ TEST(TfConfigTest, OptionalStringsMustBeStrings) {
 }
 
 TEST(TfConfigTest, LongAndControlCharacterValuesAreQuotedShort) {
-  const std::string message = Error(Config(R"({"worker": [")" + std::string(500, 'x') + R"("], "boss": []})", "worker", 0));
+  const std::string message =
+      Error(Config(R"({"worker": [")" + std::string(500, 'x') + R"("], "boss": []})", "worker", 0));
   EXPECT_NE(message.find(R"(the job "boss")"), std::string::npos) << message;
   const std::string type = Error(Config(kThreeWorkers, std::string(200, 'y') + "\\u001b", 0));
   EXPECT_NE(type.find("\"" + std::string(60, 'y') + "...\""), std::string::npos) << type;
@@ -287,7 +293,8 @@ TEST(TfConfigTest, WorldMatches) {
 }
 
 TEST(TfConfigTest, WorldSizeMismatch) {
-  const TfConfig c = Parse(Config(R"({"chief": ["c:1"], "worker": ["a:1", "b:1", "d:1"], "ps": ["p:1"]})", "worker", 0));
+  const TfConfig c =
+      Parse(Config(R"({"chief": ["c:1"], "worker": ["a:1", "b:1", "d:1"], "ps": ["p:1"]})", "worker", 0));
   const Status s = CheckTfConfigAgainstWorld(c, 3, 1);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(s.message(),
@@ -298,12 +305,15 @@ TEST(TfConfigTest, WorldSizeMismatch) {
 
 TEST(TfConfigTest, WorldRankMismatch) {
   const TfConfig c = Parse(Config(R"({"chief": ["c:1"], "worker": ["a:1", "b:1"]})", "worker", 1));
-  EXPECT_EQ(CheckTfConfigAgainstWorld(c, 3, 1).message(),
-            R"(this process is rank 1, but TF_CONFIG's task worker 1 is rank 2 (the chief is rank 0, then the )"
-            R"(workers by index); give rank 1 the task {"type": "worker", "index": 0}, or run this TF_CONFIG as rank 2)");
+  EXPECT_EQ(
+      CheckTfConfigAgainstWorld(c, 3, 1).message(),
+      R"(this process is rank 1, but TF_CONFIG's task worker 1 is rank 2 (the chief is rank 0, then the )"
+      R"(workers by index); give rank 1 the task {"type": "worker", "index": 0}, or run this TF_CONFIG as rank 2)");
   const TfConfig no_chief = Parse(Config(kThreeWorkers, "worker", 2));
-  EXPECT_NE(CheckTfConfigAgainstWorld(no_chief, 3, 0).message().find(R"(give rank 0 the task {"type": "worker", )"
-                                                                     R"("index": 0})"),
+  EXPECT_NE(CheckTfConfigAgainstWorld(no_chief, 3, 0)
+                .message()
+                .find(R"(give rank 0 the task {"type": "worker", )"
+                      R"("index": 0})"),
             std::string::npos);
   EXPECT_TRUE(CheckTfConfigAgainstWorld(no_chief, 3, 2).ok());
 }
@@ -339,7 +349,6 @@ TEST(TfConfigTest, DescriptionTable) {
   EXPECT_NE(no_chief.find("rank 0 of 3 training tasks; it is the chief"), std::string::npos);
   EXPECT_NE(no_chief.find("rpc_layer: not set"), std::string::npos);
 }
-
 
 // ParameterServerStrategy across MPI ranks: chief (rank 0), workers, then ps tasks.
 TEST(TfConfigTest, ParameterServerWorldMapsPsTasksAfterTheTrainers) {

@@ -83,7 +83,8 @@ TEST(Transport, EveryScheduleGivesTheSameBitsOnAnotherTransport) {
           std::vector<std::vector<float>> inputs(static_cast<std::size_t>(n), std::vector<float>(size));
           for (std::int32_t r = 0; r < n; ++r) {
             CounterRng rng(3, RngPurpose::kTest, static_cast<std::uint64_t>(r));
-            for (auto& x : inputs[static_cast<std::size_t>(r)]) x = (rng.UniformFloat() - 0.5f) * (1 + 1000 * rng.UniformFloat());
+            for (auto& x : inputs[static_cast<std::size_t>(r)])
+              x = (rng.UniformFloat() - 0.5f) * (1 + 1000 * rng.UniformFloat());
           }
           SerialTransport serial(inputs);
           ScheduleAllReduce<float>(serial, algorithm, size, op, per_worker);

@@ -17,8 +17,8 @@ namespace dtlab {
 namespace {
 
 TEST(EscapeControl, KeepsPrintableUtf8AsItIs) {
-  for (const std::string text : {"plain ASCII ~!", "accents: \xc3\xa9\xc3\xa8, CJK: \xe4\xb8\xad, emoji: \xf0\x9f\x98\x80",
-                                 ""}) {
+  for (const std::string text :
+       {"plain ASCII ~!", "accents: \xc3\xa9\xc3\xa8, CJK: \xe4\xb8\xad, emoji: \xf0\x9f\x98\x80", ""}) {
     EXPECT_EQ(EscapeControl(text), text);
     EXPECT_TRUE(IsTerminalSafe(text));
   }
@@ -46,17 +46,21 @@ TEST(EscapeControl, EscapesBidirectionalControlsAndSeparators) {
 
 TEST(EscapeControl, EscapesBytesThatAreNotUtf8) {
   EXPECT_EQ(EscapeControl("ck_\xff"), "ck_\\xff");
-  EXPECT_EQ(EscapeControl("\xc0\xaf"), "\\xc0\\xaf");               // overlong '/'
-  EXPECT_EQ(EscapeControl("\xed\xa0\x80"), "\\xed\\xa0\\x80");      // a surrogate
+  EXPECT_EQ(EscapeControl("\xc0\xaf"), "\\xc0\\xaf");                    // overlong '/'
+  EXPECT_EQ(EscapeControl("\xed\xa0\x80"), "\\xed\\xa0\\x80");           // a surrogate
   EXPECT_EQ(EscapeControl("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
-  EXPECT_EQ(EscapeControl("cut \xe4\xb8"), "cut \\xe4\\xb8");      // truncated at the end
+  EXPECT_EQ(EscapeControl("cut \xe4\xb8"), "cut \\xe4\\xb8");            // truncated at the end
 }
 
 TEST(Printable, CutsAtACharacterBoundary) {
   EXPECT_EQ(Printable("short"), "short");
   EXPECT_EQ(Printable(std::string(70, 'a'), 60), std::string(60, 'a') + "...");
   // 'a' then 30 two-byte characters: a cut at byte 60 would split one.
-  const std::string text = "a" + [] { std::string s; for (int i = 0; i < 30; ++i) s += "\xc3\xa9"; return s; }();
+  const std::string text = "a" + [] {
+    std::string s;
+    for (int i = 0; i < 30; ++i) s += "\xc3\xa9";
+    return s;
+  }();
   const std::string shown = Printable(text, 60);
   EXPECT_EQ(shown.substr(0, 59), text.substr(0, 59));
   EXPECT_EQ(shown.substr(59), "...");
@@ -106,8 +110,10 @@ class RestoredCounters : public ::testing::Test {
     SafetensorsFile copy;
     copy.metadata = file.metadata;
     for (const auto& entry : file.entries()) {
-      if (entry.name == name) ASSERT_TRUE(copy.Add(name, std::span<const std::int64_t>(&value, 1), {}).ok());
-      else ASSERT_TRUE(copy.AddEntry(entry).ok());
+      if (entry.name == name)
+        ASSERT_TRUE(copy.Add(name, std::span<const std::int64_t>(&value, 1), {}).ok());
+      else
+        ASSERT_TRUE(copy.AddEntry(entry).ok());
     }
     file = std::move(copy);
   }
@@ -115,8 +121,10 @@ class RestoredCounters : public ::testing::Test {
     SafetensorsFile copy;
     copy.metadata = file.metadata;
     for (const auto& entry : file.entries()) {
-      if (entry.name == name) ASSERT_TRUE(copy.Add(name, std::span<const float>(&value, 1), {}).ok());
-      else ASSERT_TRUE(copy.AddEntry(entry).ok());
+      if (entry.name == name)
+        ASSERT_TRUE(copy.Add(name, std::span<const float>(&value, 1), {}).ok());
+      else
+        ASSERT_TRUE(copy.AddEntry(entry).ok());
     }
     file = std::move(copy);
   }
@@ -132,10 +140,14 @@ TEST_F(RestoredCounters, IntegerCountersOutOfRangeAreCorruption) {
   const struct {
     const char* name;
     std::int64_t value;
-  } lies[] = {{"optimizer/iterations", -100},        {"optimizer/iterations", kMaxRestoredSteps + 1},
-              {"progress/step", -1},                 {"progress/step", std::numeric_limits<std::int64_t>::max()},
-              {"progress/step_in_epoch", -1},        {"progress/epoch", -1},
-              {"progress/epoch", kMaxRestoredEpochs + 1}, {"progress/epoch", 6}};  // 6 epochs in 5 steps
+  } lies[] = {{"optimizer/iterations", -100},
+              {"optimizer/iterations", kMaxRestoredSteps + 1},
+              {"progress/step", -1},
+              {"progress/step", std::numeric_limits<std::int64_t>::max()},
+              {"progress/step_in_epoch", -1},
+              {"progress/epoch", -1},
+              {"progress/epoch", kMaxRestoredEpochs + 1},
+              {"progress/epoch", 6}};  // 6 epochs in 5 steps
   for (const auto& lie : lies) {
     const Status status = RestoreAfter([&](SafetensorsFile& f) { SetI64(f, lie.name, lie.value); });
     EXPECT_EQ(status.code(), Status::Code::kCorruption) << lie.name << " = " << lie.value;
@@ -148,10 +160,10 @@ TEST_F(RestoredCounters, RunningMetricsMustBeFiniteSums) {
   const struct {
     const char* name;
     float value;
-  } lies[] = {{"metrics/train_batches", nan},      {"metrics/train_batches", 1.5f},
-              {"metrics/train_batches", -1.0f},    {"metrics/train_batches", inf},
-              {"metrics/train_loss_total", inf},   {"metrics/train_loss_total", -2.0f},
-              {"metrics/train_loss_total", nan},   {"metrics/train_accuracy_total", -1.0f},
+  } lies[] = {{"metrics/train_batches", nan},         {"metrics/train_batches", 1.5f},
+              {"metrics/train_batches", -1.0f},       {"metrics/train_batches", inf},
+              {"metrics/train_loss_total", inf},      {"metrics/train_loss_total", -2.0f},
+              {"metrics/train_loss_total", nan},      {"metrics/train_accuracy_total", -1.0f},
               {"metrics/train_accuracy_total", 1e9f}, {"metrics/train_accuracy_count", nan}};
   for (const auto& lie : lies) {
     const Status status = RestoreAfter([&](SafetensorsFile& f) { SetF32(f, lie.name, lie.value); });

@@ -29,20 +29,20 @@ std::string Where(const char* file, int line) {
 
 // CHECK at the CUDA edge: a failed call throws DeviceError naming the call, the
 // file and line, and CUDA's own message.
-#define DTLAB_CUDA_CHECK(call)                                                                          \
-  do {                                                                                                  \
-    const cudaError_t dtlab_cuda_status = (call);                                                       \
-    if (dtlab_cuda_status != cudaSuccess)                                                               \
-      throw DeviceError(std::string(#call) + " failed at " + Where(__FILE__, __LINE__) + ": " +         \
-                        cudaGetErrorString(dtlab_cuda_status));                                         \
+#define DTLAB_CUDA_CHECK(call)                                                                  \
+  do {                                                                                          \
+    const cudaError_t dtlab_cuda_status = (call);                                               \
+    if (dtlab_cuda_status != cudaSuccess)                                                       \
+      throw DeviceError(std::string(#call) + " failed at " + Where(__FILE__, __LINE__) + ": " + \
+                        cudaGetErrorString(dtlab_cuda_status));                                 \
   } while (0)
 
-#define DTLAB_NCCL_CHECK(call)                                                                          \
-  do {                                                                                                  \
-    const ncclResult_t dtlab_nccl_status = (call);                                                      \
-    if (dtlab_nccl_status != ncclSuccess)                                                               \
-      throw DeviceError(std::string(#call) + " failed at " + Where(__FILE__, __LINE__) + ": " +         \
-                        ncclGetErrorString(dtlab_nccl_status));                                         \
+#define DTLAB_NCCL_CHECK(call)                                                                  \
+  do {                                                                                          \
+    const ncclResult_t dtlab_nccl_status = (call);                                              \
+    if (dtlab_nccl_status != ncclSuccess)                                                       \
+      throw DeviceError(std::string(#call) + " failed at " + Where(__FILE__, __LINE__) + ": " + \
+                        ncclGetErrorString(dtlab_nccl_status));                                 \
   } while (0)
 
 // One thread per element, grid-stride so any n fits the grid.
@@ -318,11 +318,12 @@ StatusOr<AllReduceMeasurement> MeasureCudaAllReduce(const std::vector<int>& devi
       std::int64_t** table = nullptr;
       DTLAB_CUDA_CHECK(cudaMalloc(&sum, std::max<std::size_t>(bytes, 8)));
       DTLAB_CUDA_CHECK(cudaMalloc(&table, sizeof(std::int64_t*) * buffers.size()));
-      DTLAB_CUDA_CHECK(cudaMemcpy(table, buffers.data(), sizeof(std::int64_t*) * buffers.size(), cudaMemcpyHostToDevice));
+      DTLAB_CUDA_CHECK(
+          cudaMemcpy(table, buffers.data(), sizeof(std::int64_t*) * buffers.size(), cudaMemcpyHostToDevice));
       for (int run = 0; run <= kRuns; ++run) {
         for (int r = 0; r < replicas; ++r)
-          ForEach<<<Blocks(elements), kThreadsPerBlock, 0, stream>>>(elements,
-                                                                     FillPattern{buffers[static_cast<std::size_t>(r)], r});
+          ForEach<<<Blocks(elements), kThreadsPerBlock, 0, stream>>>(
+              elements, FillPattern{buffers[static_cast<std::size_t>(r)], r});
         DTLAB_CUDA_CHECK(cudaStreamSynchronize(stream));
         const auto start = std::chrono::steady_clock::now();
         ForEach<<<Blocks(elements), kThreadsPerBlock, 0, stream>>>(elements, SumBuffers{table, replicas, sum});

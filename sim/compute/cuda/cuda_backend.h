@@ -29,7 +29,7 @@ struct CudaInventory {
   std::string runtime_version, driver_version, nccl_version;  // "13.0", ...; empty if unknown
   std::vector<CudaDeviceInfo> devices;
   std::vector<std::vector<bool>> peer_access;  // [i][j]: device i can read device j's memory directly
-  std::string problem;                          // why there are no devices, in words (empty if there are)
+  std::string problem;                         // why there are no devices, in words (empty if there are)
 };
 
 /// What this build and machine have. Never fails: a missing driver or device is
@@ -49,7 +49,7 @@ StatusOr<std::unique_ptr<DeviceRunner>> MakeCudaRunner(DevicePlan plan, const st
 struct AllReduceMeasurement {
   std::string method;  // "nccl" (one replica per GPU) or "streams" (replicas on one GPU, summed by a kernel)
   std::int64_t bytes = 0;
-  double seconds = 0;  // the best of a few runs
+  double seconds = 0;           // the best of a few runs
   double algbw = 0, busbw = 0;  // GB/s: bytes / time, and algbw x 2(n-1)/n
   std::int64_t wrong = 0;       // elements that differ from the exact integer sum
 };
