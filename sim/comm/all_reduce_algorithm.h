@@ -1,4 +1,4 @@
-// What one all-reduce algorithm is: a file sim/all_reduce_<name>.cc that defines an
+// What one all-reduce algorithm is: a file sim/comm/all_reduce_<name>.cc that defines an
 // AllReduceAlgorithmInfo (its names, its schedule, its message count) and a line in
 // the registry (sim/comm/all_reduce_registry.h) that names it. Nothing else in dtlab
 // knows the algorithms one by one: the command line, scenario files, help text,

@@ -1,7 +1,7 @@
 // The registry of all-reduce algorithms: the one list of them, and the value that
 // names one (AllReduceAlgorithm) in configurations, scenario files and collectives.
 //
-// Adding an algorithm: write sim/all_reduce_<name>.cc, which defines an
+// Adding an algorithm: write sim/comm/all_reduce_<name>.cc, which defines an
 // AllReduceAlgorithmInfo (sim/comm/all_reduce_algorithm.h), and add its line to
 // DTLAB_ALL_REDUCE_ALGORITHMS below. --all-reduce, scenario keys, help text, error
 // messages, the message log, the memory estimate, and the tests and benchmarks that

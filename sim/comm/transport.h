@@ -1,6 +1,6 @@
 // Transport: where a collective's phases are carried out.
 //
-// A collective algorithm (sim/all_reduce_*.cc, sim/comm/collectives.cc) is a schedule: bulk-synchronous phases,
+// A collective algorithm (sim/comm/all_reduce_*.cc, sim/comm/collectives.cc) is a schedule: bulk-synchronous phases,
 // each a set of transfers. A transfer is carried out by one replica, its combiner:
 // it reads `count` elements at an offset of each of its sources (its own buffer or
 // a peer's: a message peer -> combiner), adds them in the order they were given,
