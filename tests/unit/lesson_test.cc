@@ -322,7 +322,7 @@ TEST(LessonPlayerTest, HandoutHasTheLessonQuestionsAnswersAndPlots) {
 
 fs::path SourceDir() {
   if (const char* dir = std::getenv("DTLAB_SOURCE_DIR")) return dir;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path();  // tests/unit/x.cc -> repository
+  return DTLAB_TEST_SOURCE_DIR;  // not __FILE__: a compiler launcher (ccache) may make it relative
 }
 
 fs::path FreshDirectory(const std::string& name) {
