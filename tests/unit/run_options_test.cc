@@ -80,13 +80,23 @@ TEST(OptionsTableTest, EveryEntryIsComplete) {
     EXPECT_FALSE(option.flag.empty() && option.key.empty()) << "an option needs a flag or a key";
     EXPECT_FALSE(option.help.empty());
     EXPECT_NE(option.apply, nullptr);
-    if (!option.flag.empty()) EXPECT_TRUE(flags.insert(option.flag).second) << "flag twice";
-    if (!option.key.empty()) EXPECT_TRUE(keys.insert(option.key).second) << "key twice";
-    if (!option.key.empty()) EXPECT_EQ(FindRunOptionByKey(option.key), &option);
-    if (!option.flag.empty()) EXPECT_EQ(FindRunOptionByFlag(option.flag), &option);
+    if (!option.flag.empty()) {
+      EXPECT_TRUE(flags.insert(option.flag).second) << "flag twice";
+    }
+    if (!option.key.empty()) {
+      EXPECT_TRUE(keys.insert(option.key).second) << "key twice";
+    }
+    if (!option.key.empty()) {
+      EXPECT_EQ(FindRunOptionByKey(option.key), &option);
+    }
+    if (!option.flag.empty()) {
+      EXPECT_EQ(FindRunOptionByFlag(option.flag), &option);
+    }
     const bool integer =
         option.type == OptionType::kInt32 || option.type == OptionType::kInt64 || option.type == OptionType::kUint64;
-    if (integer && !option.key.empty()) EXPECT_LT(option.min, option.max) << "a file's integer needs a range";
+    if (integer && !option.key.empty()) {
+      EXPECT_LT(option.min, option.max) << "a file's integer needs a range";
+    }
     if (option.default_text.empty()) continue;
     auto value = ParseOptionText(option, option.default_text);
     ASSERT_TRUE(value.ok()) << value.status().message();
@@ -198,8 +208,9 @@ TEST(OptionsTableTest, FlagAndKeyGiveTheSameConfig) {
   }
   // The samples set every option that has both a flag and a key.
   for (const RunOption& option : RunOptionTable())
-    if (!option.flag.empty() && !option.key.empty() && option.flag != "epochs")
+    if (!option.flag.empty() && !option.key.empty() && option.flag != "epochs") {
       EXPECT_TRUE(covered.count(std::string(option.flag))) << option.flag << " has no sample";
+    }
 }
 
 // A bad name or fault spec is refused with the same words from a flag and from a
@@ -216,7 +227,8 @@ TEST(OptionsTableTest, BadValuesGiveTheSameMessage) {
     ASSERT_FALSE(from_sets.ok());
     const std::string& message = from_flags.status().message();
     const std::string where = "t.toml: in a --set or [[variant]] set: ";
-    const std::string key = option.type == OptionType::kName ? "'" + std::string(option.key) + "': " : "";
+    std::string key;  // appended, not "'" + std::string: GCC 12's -Wrestrict false positive
+    if (option.type == OptionType::kName) key.append("'").append(option.key).append("': ");
     EXPECT_EQ(from_sets.status().message(), where + key + message);
   }
 }

@@ -56,11 +56,8 @@ TEST(Printable, CutsAtACharacterBoundary) {
   EXPECT_EQ(Printable("short"), "short");
   EXPECT_EQ(Printable(std::string(70, 'a'), 60), std::string(60, 'a') + "...");
   // 'a' then 30 two-byte characters: a cut at byte 60 would split one.
-  const std::string text = "a" + [] {
-    std::string s;
-    for (int i = 0; i < 30; ++i) s += "\xc3\xa9";
-    return s;
-  }();
+  std::string text = "a";
+  for (int i = 0; i < 30; ++i) text += "\xc3\xa9";
   const std::string shown = Printable(text, 60);
   EXPECT_EQ(shown.substr(0, 59), text.substr(0, 59));
   EXPECT_EQ(shown.substr(59), "...");
