@@ -55,7 +55,7 @@ struct AllReduceMeasurement {
 };
 
 /// Measures the all-reduce of the gradient words of a step on the GPUs (each
-/// replica's buffer holds values known in advance, so #wrong is exact).
+/// replica's buffer holds values known in advance, so the count of wrong elements is exact).
 /// NotFound without a GPU.
 StatusOr<AllReduceMeasurement> MeasureCudaAllReduce(const std::vector<int>& devices, int replicas,
                                                     std::int64_t elements);
