@@ -285,7 +285,10 @@ const std::vector<RunOptionSection>& RunOptionSections() {
 }
 
 StatusOr<OptionValue> ParseOptionText(const RunOption& option, std::string_view text) {
-  const std::string what = option.flag.empty() ? "'" + std::string(option.key) + "'" : "--" + std::string(option.flag);
+  // Appended, not "'" + std::string(...): GCC 12 warns about that (-Wrestrict, a false positive).
+  std::string what = option.flag.empty() ? "'" : "--";
+  what.append(option.flag.empty() ? option.key : option.flag);
+  if (option.flag.empty()) what += "'";
   switch (option.type) {
     case OptionType::kSwitch:
       if (text == "true" || text == "false") return OptionValue(text == "true");
