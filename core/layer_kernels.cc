@@ -48,12 +48,12 @@ void DenseParameterGradients(const T* a, const T* dz, std::int64_t rows, std::in
                              Tensor<T>& abs_dz) {
   if constexpr (std::is_same_v<T, float>) {
     // A^T read in place: element (i, r) of A^T is a[r * inputs + i] (unit row stride).
-    OrderedGemm(inputs, units, rows, a, 1, inputs, dz, units, dkernel, units);
+    OrderedGemmSparseB(inputs, units, rows, a, 1, inputs, dz, units, dkernel, units);
     ColumnSums(dz, rows, units, dbias);
     if (magnitudes_kernel == nullptr) return;
     AbsoluteValues(a, rows * inputs, abs_a);
     AbsoluteValues(dz, rows * units, abs_dz);
-    OrderedGemm(inputs, units, rows, abs_a.data(), 1, inputs, abs_dz.data(), units, magnitudes_kernel, units);
+    OrderedGemmSparseB(inputs, units, rows, abs_a.data(), 1, inputs, abs_dz.data(), units, magnitudes_kernel, units);
     ColumnSums(abs_dz.data(), rows, units, magnitudes_bias);
   } else {
     const ConstMatrixMap<T> x(a, rows, inputs), g(dz, rows, units);
@@ -69,10 +69,24 @@ template <typename T>
 void DenseInputGradient(const T* dz, std::int64_t rows, std::int64_t units, const T* kernel, std::int64_t inputs,
                         Tensor<T>& transposed, T* da) {
   if constexpr (std::is_same_v<T, float>) {
-    transposed.Resize({units, inputs});
-    for (std::int64_t i = 0; i < inputs; ++i)
-      for (std::int64_t u = 0; u < units; ++u) transposed[u * inputs + i] = kernel[i * units + u];
-    OrderedGemm(rows, inputs, units, dz, units, 1, transposed.data(), inputs, da, inputs);
+    // The same chains either way (over u ascending, from +0): as dz * kernel^T with
+    // the kernel transposed, or as (kernel * dz^T)^T with dz transposed and the
+    // product transposed back. Whichever moves fewer floats.
+    if (inputs * units <= rows * (units + inputs)) {
+      transposed.Resize({units, inputs});
+      for (std::int64_t i = 0; i < inputs; ++i)
+        for (std::int64_t u = 0; u < units; ++u) transposed[u * inputs + i] = kernel[i * units + u];
+      OrderedGemmSparseA(rows, inputs, units, dz, units, 1, transposed.data(), inputs, da, inputs);
+    } else {
+      transposed.Resize({units * rows + inputs * rows});
+      float* dz_t = transposed.data();
+      float* da_t = dz_t + units * rows;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t u = 0; u < units; ++u) dz_t[u * rows + r] = dz[r * units + u];
+      OrderedGemm(inputs, rows, units, kernel, units, 1, dz_t, rows, da_t, rows);
+      for (std::int64_t i = 0; i < inputs; ++i)
+        for (std::int64_t r = 0; r < rows; ++r) da[r * inputs + i] = da_t[i * rows + r];
+    }
   } else {
     MatrixMap<T>(da, rows, inputs).noalias() =
         ConstMatrixMap<T>(dz, rows, units) * ConstMatrixMap<T>(kernel, inputs, units).transpose();

@@ -42,7 +42,7 @@ void DenseParameterGradients(const T* a, const T* dz, std::int64_t rows, std::in
                              Tensor<T>& abs_dz);
 
 /// dA[r][i] = chain over u of dz[r][u] * kernel[i][u], for dz [rows, units] and a
-/// kernel [inputs, units]; `transposed` is scratch (the kernel as [units, inputs]).
+/// kernel [inputs, units]; `transposed` is scratch (the kernel, or dz and dA, transposed).
 template <typename T>
 void DenseInputGradient(const T* dz, std::int64_t rows, std::int64_t units, const T* kernel, std::int64_t inputs,
                         Tensor<T>& transposed, T* da);

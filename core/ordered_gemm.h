@@ -21,6 +21,17 @@ namespace dtlab {
 void OrderedGemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
                  std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
 
+/// OrderedGemm's bits, faster where most entries of A are zero: each chain leaves
+/// out its zero steps (core/ordered_gemm_sparse.cc says why the bits stay the same).
+/// For row-major A (a_col_stride 1); otherwise, or where A is not mostly zeros, or
+/// B holds an infinity or a NaN, it is OrderedGemm.
+void OrderedGemmSparseA(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
+                        std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
+
+/// The same where most entries of B are zero; for column-major A (a_row_stride 1).
+void OrderedGemmSparseB(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
+                        std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
+
 /// The same chain, one element at a time in plain C++ with std::fma: the
 /// definition OrderedGemm must match bit for bit (tests use it).
 void OrderedGemmReference(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,

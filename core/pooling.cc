@@ -1,5 +1,7 @@
 #include "core/pooling.h"
 
+#include <algorithm>
+
 namespace dtlab {
 
 template <typename T>
@@ -39,12 +41,33 @@ void MaxPooling2D<T>::Backward(std::span<const Tensor<T>* const> /*params*/, con
                                Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> /*param_grads*/,
                                LayerCache<T>& cache, std::span<Tensor<T>* const> /*magnitudes*/) const {
   if (dx == nullptr) return;
+  // Every input position gets its window's gradient if it was the window's maximum
+  // and +0 otherwise, written once (windows do not overlap): the bits of adding each
+  // gradient to a zeroed dx, without zeroing it first.
+  const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2), channels = x.dim(3);
+  const std::int64_t out_h = height / 2, out_w = width / 2;
   dx->Resize(x.shape());
-  dx->SetZero();
   T* grad_in = dx->data();
   const T* grad_out = dy.data();
   const std::int32_t* argmax = cache.indices.data();
-  for (std::int64_t i = 0; i < dy.size(); ++i) grad_in[argmax[i]] += grad_out[i];
+  const T zero = T(0);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t oh = 0; oh < out_h; ++oh) {
+      for (std::int64_t ow = 0; ow < out_w; ++ow) {
+        const std::int64_t o = ((b * out_h + oh) * out_w + ow) * channels;
+        const std::int64_t i00 = ((b * height + 2 * oh) * width + 2 * ow) * channels;
+        const std::int64_t offsets[4] = {i00, i00 + channels, i00 + width * channels, i00 + (width + 1) * channels};
+        for (const std::int64_t offset : offsets)
+          for (std::int64_t c = 0; c < channels; ++c)
+            grad_in[offset + c] = argmax[o + c] == offset + c ? zero + grad_out[o + c] : zero;
+      }
+      if (width % 2 != 0)  // the last column, in no window
+        for (const std::int64_t h : {2 * oh, 2 * oh + 1})
+          std::fill_n(grad_in + ((b * height + h) * width + width - 1) * channels, channels, zero);
+    }
+    if (height % 2 != 0)  // the last row
+      std::fill_n(grad_in + ((b * height + height - 1) * width) * channels, width * channels, zero);
+  }
 }
 
 template class MaxPooling2D<float>;

@@ -317,5 +317,133 @@ TEST(OrderedGemm, PropagatesInfinitiesAndNaNs) {
   for (std::int64_t i = 0; i < p.m; ++i) EXPECT_TRUE(std::isnan(at(i, 1))) << i;
 }
 
+// ---- The zero-skipping products (core/ordered_gemm_sparse.cc): OrderedGemm's bits. ----
+// They take only products whose rows of C (A) or columns (B) span at least 64
+// floats, so the tests' sizes are at least that.
+
+// Sets a share `percent` of the entries of A (or of B) to zero, half of them -0, the
+// way the gradient behind max pooling and ReLU is mostly zeros.
+void Sparsify(Problem& p, bool in_a, int percent, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::int64_t rows = in_a ? p.m : p.k, columns = in_a ? p.k : p.n;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < columns; ++c) {
+      float& x = in_a ? p.A(r, c) : p.B(r, c);
+      if (static_cast<int>(rng() % 100) >= percent) x = rng() % 2 == 0 ? 0.0f : -0.0f;
+    }
+}
+
+void ExpectSparseSameAsReference(const Problem& p, bool in_a) {
+  const std::vector<float> got = p.Run(in_a ? &OrderedGemmSparseA : &OrderedGemmSparseB),
+                           want = p.Run(&OrderedGemmReference);
+  EXPECT_TRUE(SameBits(got, want)) << (in_a ? "A" : "B") << " m=" << p.m << " n=" << p.n << " k=" << p.k
+                                   << " strides=" << p.a_row_stride << "," << p.a_col_stride << ": "
+                                   << FirstDifference(got, want, p.ldc);
+}
+
+RC_GTEST_PROP(OrderedGemmProperty, SkippingZerosMatchesTheReferenceBitForBit, ()) {
+  // Up to 150 rows and columns: the zero-skipping kernels take products whose rows
+  // (A) or columns (B) span at least four vectors, and leave the rest to OrderedGemm.
+  const auto size = rc::gen::resize(100, rc::gen::inRange<std::int64_t>(0, 150));
+  const auto m = *size, n = *size, k = *rc::gen::resize(100, rc::gen::inRange<std::int64_t>(0, 90));
+  const bool in_a = *rc::gen::arbitrary<bool>();
+  // The kernel's own layout most of the time; any other falls back to OrderedGemm.
+  const auto layout = *rc::gen::element(in_a ? Layout::kRowMajor : Layout::kTransposed,
+                                        in_a ? Layout::kRowMajor : Layout::kTransposed, Layout::kStrided);
+  const auto pad = *rc::gen::element<std::int64_t>(0, 0, 1, 3, 17);
+  const auto values = *rc::gen::element(Values::kUniform, Values::kMixedMagnitude, Values::kCancelling);
+  const int non_zero_percent = *rc::gen::element(0, 5, 20, 35, 60, 100);
+  const auto seed = *rc::gen::arbitrary<std::uint64_t>();
+  Problem p = MakeProblem(m, n, k, layout, pad);
+  Fill(p, values, seed);
+  Sparsify(p, in_a, non_zero_percent, seed + 1);
+  const std::vector<float> got = p.Run(in_a ? &OrderedGemmSparseA : &OrderedGemmSparseB),
+                           want = p.Run(&OrderedGemmReference);
+  RC_ASSERT(SameBits(got, want));
+}
+
+// The seed CNN's backward products, with the zeros max pooling leaves in the
+// gradient (three positions in four) and more from ReLU.
+TEST(OrderedGemmSparse, MatchesTheReferenceOnTheModelShapes) {
+  std::uint64_t seed = 500;
+  for (const int percent : {10, 20, 30}) {
+    Problem weights = MakeProblem(288, 64, 16 * 121, Layout::kTransposed, 0);  // conv2d_1 weight gradient
+    Fill(weights, Values::kMixedMagnitude, seed++);
+    Sparsify(weights, false, percent, seed++);
+    ExpectSparseSameAsReference(weights, false);
+    Problem inputs = MakeProblem(16 * 121, 288, 64, Layout::kRowMajor, 0);  // conv2d_1 input gradient
+    Fill(inputs, Values::kMixedMagnitude, seed++);
+    Sparsify(inputs, true, percent, seed++);
+    ExpectSparseSameAsReference(inputs, true);
+  }
+}
+
+// A left-out step fma(x, +0, -0) would have turned -0 into +0. Here the chain's one
+// non-zero step underflows to -0 (-2^-100 * 2^-60 is below half the smallest
+// subnormal) and every later step adds +0: the full chain ends at +0, and so must
+// the shortened one. A last non-zero step at -0 with nothing after it stays -0.
+TEST(OrderedGemmSparse, AChainThatUnderflowsToNegativeZeroEndsAsTheFullChain) {
+  const float small = -std::ldexp(1.0f, -100), smaller = std::ldexp(1.0f, -60);
+  ASSERT_EQ(std::bit_cast<std::uint32_t>(std::fma(small, smaller, 0.0f)), 0x80000000u);
+  for (const bool in_a : {true, false}) {
+    Problem p = MakeProblem(70, 71, 12, in_a ? Layout::kRowMajor : Layout::kTransposed, 0);
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t kk = 0; kk < p.k; ++kk) p.A(i, kk) = in_a ? 0.0f : 1.0f;
+    for (std::int64_t kk = 0; kk < p.k; ++kk)
+      for (std::int64_t j = 0; j < p.n; ++j) p.B(kk, j) = in_a ? 1.0f : 0.0f;
+    // Row (or column) 0 ends after its underflow; the others add +0 steps after it.
+    for (std::int64_t r = 0; r < (in_a ? p.m : p.n); ++r) {
+      const std::int64_t step = r == 0 ? p.k - 1 : 1;
+      if (in_a) {
+        p.A(r, step) = small;
+        for (std::int64_t j = 0; j < p.n; ++j) p.B(step, j) = smaller;
+      } else {
+        p.B(step, r) = small;
+        for (std::int64_t i = 0; i < p.m; ++i) p.A(i, step) = smaller;
+      }
+    }
+    const std::vector<float> got = p.Run(in_a ? &OrderedGemmSparseA : &OrderedGemmSparseB);
+    EXPECT_TRUE(SameBits(got, p.Run(&OrderedGemmReference))) << in_a;
+    const auto at = [&](std::int64_t i, std::int64_t j) {
+      return std::bit_cast<std::uint32_t>(got[static_cast<std::size_t>(i * p.ldc + j)]);
+    };
+    EXPECT_EQ(at(0, in_a ? 5 : 0), 0x80000000u) << in_a;  // ended at the underflow
+    EXPECT_EQ(at(1, in_a ? 5 : 1), 0u) << in_a;           // +0 steps came after it
+  }
+}
+
+// An infinity or a NaN facing a zero makes a NaN in the full chain: the shortened
+// one must not lose it.
+TEST(OrderedGemmSparse, AnInfinityFacingAZeroStillMakesANaN) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // For B: step 7 has non-zero entries in B (the infinity enters some shortened
+  // chains) or none (it enters no shortened chain at all).
+  for (const bool in_a : {true, false})
+    for (const bool whole_row_zero : {false, true})
+      for (const float bad : {inf, nan}) {
+        Problem p = MakeProblem(70, 70, 50, in_a ? Layout::kRowMajor : Layout::kTransposed, 0);
+        Fill(p, Values::kUniform, 9);
+        Sparsify(p, in_a, 10, 10);
+        if (in_a) {
+          p.B(7, 3) = bad;
+        } else {
+          p.A(5, 7) = bad;
+          for (std::int64_t j = 0; j < p.n; ++j)
+            if (whole_row_zero || j % 3 == 0) p.B(7, j) = 0.0f;
+        }
+        const std::vector<float> got = p.Run(in_a ? &OrderedGemmSparseA : &OrderedGemmSparseB),
+                                 want = p.Run(&OrderedGemmReference);
+        std::int64_t nans = 0;
+        for (std::size_t e = 0; e < got.size(); ++e) {
+          ASSERT_EQ(std::isnan(got[e]), std::isnan(want[e])) << e;
+          if (!std::isnan(want[e])) {
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(got[e]), std::bit_cast<std::uint32_t>(want[e])) << e;
+          }
+          nans += std::isnan(want[e]);
+        }
+        EXPECT_GT(nans, 0);  // else the case tests nothing
+      }
+}
+
 }  // namespace
 }  // namespace dtlab
