@@ -5,6 +5,12 @@
 // example, as exact mode does (a batch-invariant gradient needs one chain per
 // example); Eigen is timed on the same 16 products.
 //
+// BM_Sparse times the zero-skipping products (OrderedGemmSparseA/B, the same bits)
+// on fast mode's backward products of one chunk, with the sparse operand 80% zeros
+// as the gradient behind max pooling is (one position in four, fewer after ReLU),
+// beside OrderedGemm on the same operands; their GFLOP/s count the full product's
+// 2*m*n*k (an effective rate).
+//
 // Run: build/release/bench/ordered_gemm_bench [--benchmark_filter=conv2d_1]
 #include <benchmark/benchmark.h>
 
@@ -86,15 +92,34 @@ void BM_Eigen(benchmark::State& state, GemmShape s) {
   SetRate(state, s);
 }
 
+// The sparse operand (A of an input gradient, B of a weight gradient) keeps one
+// entry in five.
+void BM_Sparse(benchmark::State& state, GemmShape s) {
+  Operands o = MakeOperands(s);
+  std::vector<float>& sparse = s.a_transposed ? o.b : o.a;
+  for (std::size_t e = 0; e < sparse.size(); ++e)
+    if ((e * 2654435761u) % 5 != 0) sparse[e] = 0.0f;
+  for (auto _ : state) {
+    if (s.a_transposed)
+      OrderedGemmSparseB(s.m, s.n, s.k, o.a.data(), 1, s.m, o.b.data(), s.n, o.c.data(), s.n);
+    else
+      OrderedGemmSparseA(s.m, s.n, s.k, o.a.data(), s.k, 1, o.b.data(), s.n, o.c.data(), s.n);
+    benchmark::DoNotOptimize(o.c.data());
+    benchmark::ClobberMemory();
+  }
+  SetRate(state, s);
+}
+
 // {m, n, k, a_transposed, count}
-constexpr GemmShape kConvForward{16 * 26 * 26, 32, 9, false, 1};           // conv2d
-constexpr GemmShape kConv1Forward{16 * 11 * 11, 64, 288, false, 1};        // conv2d_1
-constexpr GemmShape kConv1InputGradient{16 * 11 * 11, 288, 64, false, 1};  // dz * kernel^T
-constexpr GemmShape kConv1WeightGradient{288, 64, 121, true, 16};          // patches^T * dz, per example
-constexpr GemmShape kConvWeightGradient{9, 32, 676, true, 16};             // conv2d, per example
-constexpr GemmShape kDenseForward{16, 64, 1600, false, 1};                 // dense
-constexpr GemmShape kDense1Forward{16, 10, 64, false, 1};                  // dense_1
-constexpr GemmShape kDenseInputGradient{16, 1600, 64, false, 1};           // dy * kernel^T
+constexpr GemmShape kConvForward{16 * 26 * 26, 32, 9, false, 1};            // conv2d
+constexpr GemmShape kConv1Forward{16 * 11 * 11, 64, 288, false, 1};         // conv2d_1
+constexpr GemmShape kConv1InputGradient{16 * 11 * 11, 288, 64, false, 1};   // dz * kernel^T
+constexpr GemmShape kConv1WeightGradient{288, 64, 121, true, 16};           // patches^T * dz, per example
+constexpr GemmShape kConvWeightGradient{9, 32, 676, true, 16};              // conv2d, per example
+constexpr GemmShape kConv1WeightGradientChunk{288, 64, 16 * 121, true, 1};  // fast mode: one chain per chunk
+constexpr GemmShape kDenseForward{16, 64, 1600, false, 1};                  // dense
+constexpr GemmShape kDense1Forward{16, 10, 64, false, 1};                   // dense_1
+constexpr GemmShape kDenseInputGradient{16, 1600, 64, false, 1};            // dy * kernel^T
 
 #define DTLAB_GEMM_BENCH(name, shape)         \
   BENCHMARK_CAPTURE(BM_Ordered, name, shape); \
@@ -108,6 +133,10 @@ DTLAB_GEMM_BENCH(conv2d_weight_gradient_x16, kConvWeightGradient);
 DTLAB_GEMM_BENCH(dense_forward, kDenseForward);
 DTLAB_GEMM_BENCH(dense_1_forward, kDense1Forward);
 DTLAB_GEMM_BENCH(dense_input_gradient, kDenseInputGradient);
+BENCHMARK_CAPTURE(BM_Ordered, conv2d_1_input_gradient_sparse, kConv1InputGradient);
+BENCHMARK_CAPTURE(BM_Sparse, conv2d_1_input_gradient_sparse, kConv1InputGradient);
+BENCHMARK_CAPTURE(BM_Ordered, conv2d_1_weight_gradient_chunk_sparse, kConv1WeightGradientChunk);
+BENCHMARK_CAPTURE(BM_Sparse, conv2d_1_weight_gradient_chunk_sparse, kConv1WeightGradientChunk);
 
 }  // namespace
 }  // namespace dtlab

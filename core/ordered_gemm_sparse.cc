@@ -151,8 +151,8 @@ void ColumnPanel(const ColumnArgs& t) {
   Vec acc[kVectors];
 #pragma GCC unroll 24
   for (int v = 0; v < kVectors; ++v)
-    acc[v] = (kMasked && v == kVectors - 1) ? Simd::LoadMasked(t.c + v * kLanes, t.last_mask)
-                                            : Simd::Load(t.c + v * kLanes);
+    acc[v] =
+        (kMasked && v == kVectors - 1) ? Simd::LoadMasked(t.c + v * kLanes, t.last_mask) : Simd::Load(t.c + v * kLanes);
   for (std::int64_t s = 0; s < t.count; ++s) {
     const Vec bv = Simd::Broadcast(t.values + s);
     const float* column = t.a + t.steps[s] * t.a_col_stride;
@@ -183,8 +183,8 @@ constexpr std::array<void (*)(const ColumnArgs&), kMaxPanel> ColumnPanels(
   return {&ColumnPanel<kVectorsMinusOne + 1, kMasked>...};
 }
 constexpr auto kPanelSizes = std::make_integer_sequence<int, kMaxPanel>();
-constexpr std::array<std::array<bool (*)(const PanelArgs&), kMaxPanel>, 2> kRowPanels = {
-    RowPanels<false>(kPanelSizes), RowPanels<true>(kPanelSizes)};
+constexpr std::array<std::array<bool (*)(const PanelArgs&), kMaxPanel>, 2> kRowPanels = {RowPanels<false>(kPanelSizes),
+                                                                                         RowPanels<true>(kPanelSizes)};
 constexpr std::array<std::array<void (*)(const ColumnArgs&), kMaxPanel>, 2> kColumnPanels = {
     ColumnPanels<false>(kPanelSizes), ColumnPanels<true>(kPanelSizes)};
 
@@ -223,7 +223,7 @@ void OrderedGemmSparseA(std::int64_t m, std::int64_t n, std::int64_t k, const fl
     return OrderedGemm(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
 
   // Panels of B narrow enough (k x panel) to stay in the level-1 cache.
-  const Panels panels = SplitIntoPanels(n, std::clamp<std::int64_t>(8192 / (k * kLanes), 1, kMaxPanel));
+  const Panels panels = SplitIntoPanels(n, std::clamp<std::int64_t>(16384 / (k * kLanes), 1, kMaxPanel));
   PanelArgs t;
   bool negative_zeros = false;
   t.num_words = num_words;
@@ -271,7 +271,9 @@ void OrderedGemmSparseB(std::int64_t m, std::int64_t n, std::int64_t k, const fl
   s.counts.resize(static_cast<std::size_t>(n));
   s.steps.resize(static_cast<std::size_t>(n * kBlockSteps));
   s.values.resize(static_cast<std::size_t>(n * kBlockSteps));
-  const Panels panels = SplitIntoPanels(m, kMaxPanel);
+  // Panels of 144 rows of C: one panel's slice of C^T (n x 144) and of the block's
+  // columns of A (kBlockSteps x 144) stay in the level-1 or level-2 cache together.
+  const Panels panels = SplitIntoPanels(m, std::clamp<std::int64_t>(144 / kLanes, 1, kMaxPanel));
   ColumnArgs t;
   t.a_col_stride = a_col_stride;
   for (std::int64_t k0 = 0; k0 < k; k0 += kBlockSteps) {
@@ -286,19 +288,20 @@ void OrderedGemmSparseB(std::int64_t m, std::int64_t n, std::int64_t k, const fl
           s.steps[slot] = kk;
           s.values[slot] = b[kk * ldb + j];
         }
-    for (std::int64_t j = 0; j < n; ++j) {
-      if (s.counts[j] == 0) continue;
-      t.steps = &s.steps[j * kBlockSteps];
-      t.values = &s.values[j * kBlockSteps];
-      t.count = s.counts[j];
-      for (std::int64_t i0 = 0; i0 < m; i0 += panels.vectors * kLanes) {
-        const std::int64_t rows = std::min(panels.vectors * kLanes, m - i0);
-        const int vectors = static_cast<int>((rows + kLanes - 1) / kLanes);
-        const int tail = static_cast<int>(rows - std::int64_t{vectors - 1} * kLanes);
-        t.last_mask = Simd::FirstLanes(tail);
-        t.a = a + i0;
+    for (std::int64_t i0 = 0; i0 < m; i0 += panels.vectors * kLanes) {
+      const std::int64_t rows = std::min(panels.vectors * kLanes, m - i0);
+      const int vectors = static_cast<int>((rows + kLanes - 1) / kLanes);
+      const int tail = static_cast<int>(rows - std::int64_t{vectors - 1} * kLanes);
+      const auto panel = kColumnPanels[tail < kLanes][vectors - 1];
+      t.last_mask = Simd::FirstLanes(tail);
+      t.a = a + i0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        if (s.counts[j] == 0) continue;
+        t.steps = &s.steps[j * kBlockSteps];
+        t.values = &s.values[j * kBlockSteps];
+        t.count = s.counts[j];
         t.c = &s.transposed[j * m + i0];
-        kColumnPanels[tail < kLanes][vectors - 1](t);
+        panel(t);
       }
     }
   }

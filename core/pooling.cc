@@ -57,9 +57,14 @@ void MaxPooling2D<T>::Backward(std::span<const Tensor<T>* const> /*params*/, con
         const std::int64_t o = ((b * out_h + oh) * out_w + ow) * channels;
         const std::int64_t i00 = ((b * height + 2 * oh) * width + 2 * ow) * channels;
         const std::int64_t offsets[4] = {i00, i00 + channels, i00 + width * channels, i00 + (width + 1) * channels};
-        for (const std::int64_t offset : offsets)
-          for (std::int64_t c = 0; c < channels; ++c)
-            grad_in[offset + c] = argmax[o + c] == offset + c ? zero + grad_out[o + c] : zero;
+        const std::int32_t* winner = argmax + o;
+        const T* grad = grad_out + o;
+        for (const std::int64_t offset : offsets) {
+          T* to = grad_in + offset;
+          const auto first = static_cast<std::int32_t>(offset);  // indices fit: they are stored as int32
+          for (std::int32_t c = 0; c < static_cast<std::int32_t>(channels); ++c)
+            to[c] = winner[c] - c == first ? zero + grad[c] : zero;
+        }
       }
       if (width % 2 != 0)  // the last column, in no window
         for (const std::int64_t h : {2 * oh, 2 * oh + 1})
