@@ -68,8 +68,8 @@ bool HeldPhase::InjectFaults(MessageFaults& f,
   char timeout[32];
   std::snprintf(timeout, sizeof timeout, "%g", f.timeout_seconds);
   auto message = [](std::int32_t phase, std::int32_t sender, std::int32_t receiver, std::int64_t count) {
-    return "the message replica " + std::to_string(sender) + " -> replica " + std::to_string(receiver) +
-           " of phase " + std::to_string(phase + 1) + " (" + std::to_string(count) + " elements)";
+    return "the message replica " + std::to_string(sender) + " -> replica " + std::to_string(receiver) + " of phase " +
+           std::to_string(phase + 1) + " (" + std::to_string(count) + " elements)";
   };
   // One message: sender -> receiver of `transfer`, whose payload is read at `payload`
   // (null when the transfer has no source to read).
