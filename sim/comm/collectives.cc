@@ -6,11 +6,25 @@
 #include <type_traits>
 
 #include "sim/comm/all_reduce_algorithm.h"
+#include "sim/comm/faulty_transport.h"
 #include "sim/comm/in_process_transport.h"
 
 namespace dtlab {
 
 namespace {
+
+// Emits a collective's phases (`emit(transport)`) over the in-process transport of
+// `buffers`, wrapped in the injected message faults when options.faults is set.
+template <typename T, typename Emit>
+void OverTransport(const ReplicaBuffers<T>& buffers, const CollectiveOptions& options, Emit emit) {
+  InProcessTransport<T> transport(buffers, options.log);
+  if (options.faults == nullptr) {
+    emit(static_cast<Transport<T>&>(transport));
+    return;
+  }
+  FaultyTransport<T> faulty(transport, *options.faults);
+  emit(static_cast<Transport<T>&>(faulty));
+}
 
 template <typename T>
 void RunAllReduce(const ReplicaBuffers<T>& buffers, ReduceOp op, const CollectiveOptions& options) {
@@ -26,8 +40,9 @@ void RunAllReduce(const ReplicaBuffers<T>& buffers, ReduceOp op, const Collectiv
     if (buffers.outputs[0] != buffers.inputs[0] && buffers.count > 0)
       std::memcpy(buffers.outputs[0], buffers.inputs[0], static_cast<std::size_t>(buffers.count) * sizeof(T));
   } else {
-    InProcessTransport<T> transport(buffers, options.log, options.faults);
-    ScheduleAllReduce<T>(transport, options.algorithm, buffers.count, op, options.replicas_per_worker);
+    OverTransport(buffers, options, [&](Transport<T>& transport) {
+      ScheduleAllReduce<T>(transport, options.algorithm, buffers.count, op, options.replicas_per_worker);
+    });
   }
   if (options.log != nullptr) options.log->End();
 }
@@ -110,15 +125,15 @@ void Reduce(std::span<const std::span<T>> buffers, std::int32_t root, ReduceOp o
   const std::int64_t count = static_cast<std::int64_t>(buffers[0].size());
   BeginRecord<T>(options, "reduce", buffers.size(), buffers[0].size());
   if (n > 1) {
-    const ReplicaBuffers<T> in_place = InPlace(buffers);
-    InProcessTransport<T> runner(in_place, options.log, options.faults);
-    for (std::int32_t owner = 0; owner < n; ++owner) {
-      const ElementRange chunk = Chunk(count, n, owner);
-      runner.BeginTransfer(owner, chunk.count, op == ReduceOp::kMean);
-      for (std::int32_t r = 0; r < n; ++r) runner.AddSource(r, BufferRole::kInput, chunk.begin, 0);
-      runner.AddDestination(root, chunk.begin, 1);
-    }
-    runner.Run();
+    OverTransport(InPlace(buffers), options, [&](Transport<T>& runner) {
+      for (std::int32_t owner = 0; owner < n; ++owner) {
+        const ElementRange chunk = Chunk(count, n, owner);
+        runner.BeginTransfer(owner, chunk.count, op == ReduceOp::kMean);
+        for (std::int32_t r = 0; r < n; ++r) runner.AddSource(r, BufferRole::kInput, chunk.begin, 0);
+        runner.AddDestination(root, chunk.begin, 1);
+      }
+      runner.Run();
+    });
   }
   if (options.log != nullptr) options.log->End();
 }
@@ -134,16 +149,16 @@ void Broadcast(std::span<const std::span<T>> buffers, std::int32_t root, const C
   const std::int64_t count = static_cast<std::int64_t>(buffers[0].size());
   BeginRecord<T>(options, "broadcast", buffers.size(), buffers[0].size());
   if (n > 1) {
-    const ReplicaBuffers<T> in_place = InPlace(buffers);
-    InProcessTransport<T> runner(in_place, options.log, options.faults);
-    for (std::int32_t owner = 0; owner < n; ++owner) {
-      const ElementRange chunk = Chunk(count, n, owner);
-      runner.BeginTransfer(owner, chunk.count, false);
-      runner.AddSource(root, BufferRole::kInput, chunk.begin, 0);
-      for (std::int32_t r = 0; r < n; ++r)
-        if (r != root) runner.AddDestination(r, chunk.begin, 1);
-    }
-    runner.Run();
+    OverTransport(InPlace(buffers), options, [&](Transport<T>& runner) {
+      for (std::int32_t owner = 0; owner < n; ++owner) {
+        const ElementRange chunk = Chunk(count, n, owner);
+        runner.BeginTransfer(owner, chunk.count, false);
+        runner.AddSource(root, BufferRole::kInput, chunk.begin, 0);
+        for (std::int32_t r = 0; r < n; ++r)
+          if (r != root) runner.AddDestination(r, chunk.begin, 1);
+      }
+      runner.Run();
+    });
   }
   if (options.log != nullptr) options.log->End();
 }
@@ -158,15 +173,15 @@ void AllGather(std::span<const std::span<const T>> inputs, std::span<const std::
   CheckSameSizes(inputs, count);
   CheckSameSizes(outputs, count * inputs.size());
   BeginRecord<T>(options, "all_gather", inputs.size(), count * inputs.size());
-  const ReplicaBuffers<T> buffers = OutOfPlace(inputs, outputs);
-  InProcessTransport<T> runner(buffers, options.log, options.faults);
-  for (std::int32_t sender = 0; sender < n; ++sender) {
-    runner.BeginTransfer(sender, static_cast<std::int64_t>(count), false);
-    runner.AddSource(sender, BufferRole::kInput, 0, 0);
-    for (std::int32_t r = 0; r < n; ++r)
-      runner.AddDestination(r, static_cast<std::int64_t>(static_cast<std::size_t>(sender) * count), 0);
-  }
-  runner.Run();
+  OverTransport(OutOfPlace(inputs, outputs), options, [&](Transport<T>& runner) {
+    for (std::int32_t sender = 0; sender < n; ++sender) {
+      runner.BeginTransfer(sender, static_cast<std::int64_t>(count), false);
+      runner.AddSource(sender, BufferRole::kInput, 0, 0);
+      for (std::int32_t r = 0; r < n; ++r)
+        runner.AddDestination(r, static_cast<std::int64_t>(static_cast<std::size_t>(sender) * count), 0);
+    }
+    runner.Run();
+  });
   if (options.log != nullptr) options.log->End();
 }
 
@@ -182,15 +197,15 @@ void ReduceScatter(std::span<const std::span<const T>> inputs, std::span<const s
   CheckSameSizes(outputs, count);
   CheckSameSizes(inputs, count * inputs.size());
   BeginRecord<T>(options, "reduce_scatter", inputs.size(), count * inputs.size());
-  const ReplicaBuffers<T> buffers = OutOfPlace(inputs, outputs);
-  InProcessTransport<T> runner(buffers, options.log, options.faults);
-  for (std::int32_t owner = 0; owner < n; ++owner) {
-    runner.BeginTransfer(owner, static_cast<std::int64_t>(count), op == ReduceOp::kMean && n > 1);
-    for (std::int32_t r = 0; r < n; ++r)
-      runner.AddSource(r, BufferRole::kInput, static_cast<std::int64_t>(static_cast<std::size_t>(owner) * count), 0);
-    runner.AddDestination(owner, 0, 0);
-  }
-  runner.Run();
+  OverTransport(OutOfPlace(inputs, outputs), options, [&](Transport<T>& runner) {
+    for (std::int32_t owner = 0; owner < n; ++owner) {
+      runner.BeginTransfer(owner, static_cast<std::int64_t>(count), op == ReduceOp::kMean && n > 1);
+      for (std::int32_t r = 0; r < n; ++r)
+        runner.AddSource(r, BufferRole::kInput, static_cast<std::int64_t>(static_cast<std::size_t>(owner) * count), 0);
+      runner.AddDestination(owner, 0, 0);
+    }
+    runner.Run();
+  });
   if (options.log != nullptr) options.log->End();
 }
 

@@ -37,8 +37,10 @@ struct CollectiveOptions {
   std::int64_t step = 0;      // recorded with the messages
   MessageLog* log = nullptr;  // if not null, every message is recorded
   /// If not null: dead replicas, dropped and corrupted messages, message checksums
-  /// (sim/comm/faults.h). After a failure the collective moves nothing more, and
-  /// faults->failure says what happened; the buffers are then unspecified.
+  /// (sim/comm/faults.h), injected by a FaultyTransport (sim/comm/faulty_transport.h)
+  /// wrapped around the in-process transport. After a failure the collective moves
+  /// nothing more, and faults->failure says what happened; the buffers are then
+  /// unspecified.
   MessageFaults* faults = nullptr;
 };
 

@@ -13,7 +13,8 @@
 // Every fault is detected and reported with the replica, the step, and the layer,
 // variable or collective involved, and the run stops with a runtime fault (exit 3):
 // a thrown exception stops the replica's compute (FaultInjector, sim/engines/fault_injector.h,
-// wraps the engine's compute and hands the message faults to its transport); a dead replica, a
+// wraps the engine's compute and hands the message faults to its collectives, which
+// wrap their transport in FaultyTransport, sim/comm/faulty_transport.h); a dead replica, a
 // straggler slower than the collective timeout and a dropped message make the
 // collective time out (simulated seconds: nothing really waits, so tests are fast
 // and deterministic); a corrupted message (one bit flipped in flight) fails the
@@ -21,8 +22,9 @@
 // the all-reduce (Cluster::CheckReplicaGradients). A straggler faster than the
 // timeout only delays the step in the simulated timeline.
 //
-// Thread safety: values; the transport reads a MessageFaults from the tasks of one
-// phase, and only the first failure is written (under a mutex).
+// Thread safety: values; a FaultyTransport reads and writes a MessageFaults between
+// the phases of the one schedule it serves, and only the first failure is written
+// (under a mutex, so that a transport may report from the tasks of a phase too).
 #pragma once
 
 #include <cstdint>
@@ -54,7 +56,7 @@ StatusOr<FaultSpec> ParseFaultSpec(std::string_view text);
 /// The spec written back ("die:replica=2,step=5").
 std::string FaultSpecText(const FaultSpec& fault);
 
-/// What the transport of one collective call does to messages, and what it saw.
+/// What FaultyTransport does to the messages of a step's collectives, and what it saw.
 struct MessageFaults {
   std::int64_t step = 0;
   std::vector<char> dead;           // dead[r]: replica r no longer sends or receives

@@ -1,7 +1,8 @@
 // InProcessTransport: the transport (sim/comm/transport.h) of replicas in one process,
-// each owning its buffers; collectives.cc runs every collective over it. Fault
-// injection (sim/comm/faults.h) sits here, between the schedule and the data: dead
-// replicas, dropped and corrupted messages.
+// each owning its buffers; collectives.cc runs every collective over it. It knows
+// nothing of faults: injected dead replicas, dropped and corrupted messages come
+// from FaultyTransport (sim/comm/faulty_transport.h), which collectives.cc wraps
+// around it when faults are set.
 //
 // Included by sim/comm/collectives.cc only.
 #pragma once
@@ -9,19 +10,12 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <string>
-#include <type_traits>
 #include <vector>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
-#include <zlib.h>
 
-#include "core/exact_sum.h"
 #include "sim/comm/combine.h"
-#include "sim/comm/faults.h"
 #include "sim/comm/message_log.h"
 #include "sim/comm/transport.h"
 
@@ -63,8 +57,8 @@ struct ReplicaBuffers {
 template <typename T>
 class InProcessTransport final : public Transport<T> {
  public:
-  InProcessTransport(const ReplicaBuffers<T>& buffers, MessageLog* log, MessageFaults* faults = nullptr)
-      : buffers_(buffers), divisor_(static_cast<T>(buffers.num_replicas())), log_(log), faults_(faults) {}
+  InProcessTransport(const ReplicaBuffers<T>& buffers, MessageLog* log)
+      : buffers_(buffers), divisor_(static_cast<T>(buffers.num_replicas())), log_(log) {}
 
   std::int32_t num_replicas() const override { return buffers_.num_replicas(); }
 
@@ -84,8 +78,7 @@ class InProcessTransport final : public Transport<T> {
   /// Adds an addend of the current transfer; addends are summed in call order.
   void AddSource(std::int32_t replica, BufferRole role, std::int64_t offset, std::int32_t phase) override {
     if (dropping_) return;
-    const T* data = (role == BufferRole::kInput ? buffers_.inputs[replica] : buffers_.outputs[replica]) + offset;
-    sources_.push_back({replica, phase, data});
+    sources_.push_back({replica, phase, SourceData(replica, role, offset)});
     ++transfers_.back().num_sources;
   }
   /// Adds a place the current transfer's result is stored to.
@@ -98,12 +91,6 @@ class InProcessTransport final : public Transport<T> {
   /// Records the phase's messages, carries out its transfers, and starts a new
   /// phase. Returns once every transfer is done (the end of the phase).
   void Run() override {
-    if (faults_ != nullptr && !InjectFaults()) {  // a failed collective moves nothing more
-      transfers_.clear();
-      sources_.clear();
-      destinations_.clear();
-      return;
-    }
     if (log_ != nullptr) RecordMessages();
 #ifndef NDEBUG
     CheckNoConflicts();
@@ -124,6 +111,10 @@ class InProcessTransport final : public Transport<T> {
     transfers_.clear();
     sources_.clear();
     destinations_.clear();
+  }
+
+  const T* SourceData(std::int32_t replica, BufferRole role, std::int64_t offset) const override {
+    return (role == BufferRole::kInput ? buffers_.inputs[replica] : buffers_.outputs[replica]) + offset;
   }
 
  private:
@@ -148,80 +139,6 @@ class InProcessTransport final : public Transport<T> {
     std::size_t transfer;
     std::int64_t begin, end;  // elements of the transfer
   };
-
-  // Fault injection (sim/comm/faults.h), before the phase moves data. Returns false when
-  // the collective failed: a message from or to a dead replica, or a dropped one,
-  // never completes, so its receiver times out; a corrupted message (one bit flipped
-  // in flight) fails the receiver's CRC-32 check.
-  bool InjectFaults() {
-    MessageFaults& f = *faults_;
-    if (f.failed()) return false;
-    char timeout[32];
-    std::snprintf(timeout, sizeof timeout, "%g", f.timeout_seconds);
-    auto message = [](std::int32_t phase, std::int32_t sender, std::int32_t receiver, std::int64_t count) {
-      return "the message replica " + std::to_string(sender) + " -> replica " + std::to_string(receiver) +
-             " of phase " + std::to_string(phase + 1) + " (" + std::to_string(count) + " elements)";
-    };
-    // Each message once: (phase, sender, receiver, transfer, source or destination index).
-    auto check = [&](std::int32_t phase, std::int32_t sender, std::int32_t receiver, std::size_t t, std::size_t index,
-                     bool is_source) {
-      const std::int64_t count = transfers_[t].count;
-      for (const std::int32_t r : {sender, receiver})
-        if (r < static_cast<std::int32_t>(f.dead.size()) && f.dead[static_cast<std::size_t>(r)]) {
-          f.Fail("timed out after " + std::string(timeout) + " s waiting for replica " + std::to_string(r) +
-                 ", which stopped responding (" + message(phase, sender, receiver, count) + ")");
-          return;
-        }
-      for (FaultSpec& spec : f.messages) {
-        if (spec.step != f.step || spec.replica != sender || (spec.to >= 0 && spec.to != receiver) ||
-            (spec.phase > 0 && spec.phase != phase + 1))
-          continue;
-        spec.step = -1;  // a fault hits one message
-        if (spec.kind == FaultKind::kDrop) {
-          f.Fail(message(phase, sender, receiver, count) + " was dropped and never arrived; replica " +
-                 std::to_string(receiver) + " timed out after " + timeout + " s");
-          return;
-        }
-        // The sender's CRC-32 of the payload against the receiver's of what arrived.
-        // (A message combiner -> peer carries the combiner's sum; its first addend
-        // stands in for it here: same size, and the check fails either way.)
-        const T* payload = is_source ? sources_[index].data : sources_[transfers_[t].first_source].data;
-        std::vector<T> sent(payload, payload + count), received = sent;
-        FlipBit(received.data(), count);
-        char crcs[64];
-        std::snprintf(crcs, sizeof crcs, "CRC-32 %08lx sent, %08lx received", Crc(sent), Crc(received));
-        f.Fail(message(phase, sender, receiver, count) + " arrived corrupted (" + crcs + ")");
-        return;
-      }
-    };
-    for (std::size_t t = 0; t < transfers_.size() && !f.failed(); ++t) {
-      const Transfer& transfer = transfers_[t];
-      for (std::size_t s = transfer.first_source; s < transfer.first_source + transfer.num_sources; ++s)
-        if (sources_[s].replica != transfer.combiner)
-          check(sources_[s].phase, sources_[s].replica, transfer.combiner, t, s, true);
-      for (std::size_t d = transfer.first_destination; d < transfer.first_destination + transfer.num_destinations; ++d)
-        if (destinations_[d].replica != transfer.combiner)
-          check(destinations_[d].phase, transfer.combiner, destinations_[d].replica, t, d, false);
-    }
-    return !f.failed();
-  }
-  // Flips one bit that changes the value: the top mantissa bit of a float, bit 31
-  // of each of the first accumulator words of an integer payload.
-  static void FlipBit(T* data, std::int64_t count) {
-    if (count <= 0) return;
-    if constexpr (std::is_floating_point_v<T>) {
-      using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-      Bits bits;
-      std::memcpy(&bits, data, sizeof bits);
-      bits ^= Bits{1} << (sizeof(T) == 4 ? 22 : 51);
-      std::memcpy(data, &bits, sizeof bits);
-    } else {
-      for (std::int64_t i = 0; i < std::min<std::int64_t>(count, kExactWords); ++i) data[i] ^= T{1} << 31;
-    }
-  }
-  static unsigned long Crc(const std::vector<T>& payload) {
-    return crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size() * sizeof(T)));
-  }
 
   void RecordMessages() {
     for (const Transfer& t : transfers_) {
@@ -283,7 +200,6 @@ class InProcessTransport final : public Transport<T> {
   const ReplicaBuffers<T>& buffers_;
   T divisor_;
   MessageLog* log_;
-  MessageFaults* faults_;
   bool dropping_ = false;
   std::vector<Transfer> transfers_;
   std::vector<Source> sources_;

@@ -16,6 +16,11 @@
 // a schedule guarantees that within a phase no two transfers write the same
 // elements and no transfer writes what another reads.
 //
+// A transport knows nothing of faults: injected message faults (dead replicas,
+// dropped and corrupted messages) come from a decorator, FaultyTransport
+// (sim/comm/faulty_transport.h), that wraps any Transport<T> and hands on only the
+// phases that succeed.
+//
 // Thread safety: one schedule at a time drives a transport.
 #pragma once
 
@@ -51,6 +56,15 @@ class ScheduleTransport {
 
 /// A transport of buffers of T (float, double or std::int64_t): what a backend implements.
 template <typename T>
-class Transport : public ScheduleTransport {};
+class Transport : public ScheduleTransport {
+ public:
+  /// Read-only: element `offset` of `replica`'s buffer `role` as it is now, which is
+  /// what a message from that source carries; null where this process cannot read
+  /// that buffer (the default; a replica of another rank). FaultyTransport reads a
+  /// corrupted message's payload through it, to checksum it, without knowing addresses.
+  virtual const T* SourceData(std::int32_t /*replica*/, BufferRole /*role*/, std::int64_t /*offset*/) const {
+    return nullptr;
+  }
+};
 
 }  // namespace dtlab

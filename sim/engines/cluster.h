@@ -11,7 +11,7 @@
 // a broadcast of the updated variables for CentralStorage. With check_reference, the
 // same step is also computed on one device over the whole global batch with the same
 // weights and compared variable by variable (sim/engines/reference_step.h). Injected faults
-// (sim/engines/fault_injector.h) wrap the compute and ride along with the transport.
+// (sim/engines/fault_injector.h) wrap the compute and the transport.
 //
 // Thread safety: not thread-safe; one caller drives the cluster.
 #pragma once

@@ -1,19 +1,20 @@
 // FaultInjector: the injected faults of sim/comm/faults.h, wrapped around an engine's
-// compute and handed to its transport, in the spirit of leveldb's fault-injecting
-// Env: the engine runs unchanged, and the faults come from outside it.
+// compute and around its transport, in the spirit of leveldb's fault-injecting Env:
+// the engine runs unchanged, and the faults come from outside it.
 //
 //  - BeginStep (one process) decides, before a step computes, which replicas are
-//    dead and which messages the transport drops or corrupts (message_faults(),
-//    given to the collectives through CollectiveOptions::faults), and how long
+//    dead and which messages are dropped or corrupted (message_faults(), given to
+//    the collectives through CollectiveOptions::faults: they wrap their transport in
+//    a FaultyTransport, sim/comm/faulty_transport.h, that applies them), and how long
 //    stragglers take (a Runtime when one outlasts the collective timeout).
 //    BeginRealStep (under MPI) makes the step's die and straggler faults real.
 //  - WrapCompute returns a ComputeBackend that runs the engine's compute, then
 //    raises the step's throw faults (as the replica's task would) and puts the nan
 //    faults' values into the replicas' gradients.
-//  - CollectiveStatus turns what the transport saw into the run's Runtime.
+//  - CollectiveStatus turns what the FaultyTransport saw into the run's Runtime.
 //
-// Thread safety: one engine drives it; the transport reads message_faults() from the
-// tasks of one phase (MessageFaults is safe for that).
+// Thread safety: one engine drives it; a FaultyTransport reads and writes
+// message_faults() between the phases of a collective.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,7 @@ class FaultInjector {
 
   /// The step's message faults, for CollectiveOptions::faults.
   MessageFaults* message_faults() { return &messages_; }
-  /// Runtime "COLLECTIVE at step K: what failed" after the transport saw a fault.
+  /// Runtime "COLLECTIVE at step K: what failed" after the FaultyTransport saw a fault.
   Status CollectiveStatus(const std::string& collective, std::int64_t step) const;
   /// The nan fault of this step ("nan:replica=1,step=2"), empty if none.
   const std::string& injected_nan() const { return injected_nan_; }
