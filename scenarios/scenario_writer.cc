@@ -161,6 +161,28 @@ std::string Render(const RunSettings& settings, const GivenOptions& given) {
   return text;
 }
 
+// A file's integers are bounded by the option's [min, max]; the command line's may
+// reach further (a seed up to 2^64 - 1), and such a value has no file to go in.
+Status CheckFileRanges(const RunSettings& settings, const GivenOptions& given) {
+  for (const RunOption* option : given.written) {
+    const RunOption& in_file = *FindRunOptionByKey(FileKey(*option));
+    const std::optional<OptionValue> value = option->read(settings);
+    if (!value || !(std::holds_alternative<std::int64_t>(*value) || std::holds_alternative<std::uint64_t>(*value)))
+      continue;
+    const auto* as_unsigned = std::get_if<std::uint64_t>(&*value);
+    const bool above = as_unsigned ? *as_unsigned > static_cast<std::uint64_t>(in_file.max)
+                                   : std::get<std::int64_t>(*value) > in_file.max;
+    const bool below = !as_unsigned && std::get<std::int64_t>(*value) < in_file.min;
+    if (above || below)
+      return Status::InvalidArgument("--save-scenario: " + FlagText(*option, *value) +
+                                     " is outside what a scenario "
+                                     "file's " +
+                                     std::string(in_file.key) + " holds (" + std::to_string(in_file.min) + " to " +
+                                     std::to_string(in_file.max) + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 RunSettings SettingsOfScenarioRun(const ScenarioRun& run) {
@@ -200,6 +222,7 @@ StatusOr<std::string> ScenarioFileText(const RunSettings& settings, const std::s
   // Then read the text back until the file holds the run (one round unless
   // writing one option changes another's dependent default).
   for (;;) {
+    DTLAB_RETURN_IF_ERROR(CheckFileRanges(settings, given));
     const std::string text = Render(settings, given);
     DTLAB_ASSIGN_OR_RETURN(const std::vector<const RunOption*> differ, differences(text));
     if (differ.empty()) return text;
