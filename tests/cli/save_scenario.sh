@@ -46,6 +46,15 @@ expect_contains mirrored toml 'epochs = 10'            # a file's runs take 1 ep
 expect_contains mirrored toml '# Not part of the scenario (how the process runs, not what it computes): --threads 2, --no-progress'
 expect_contains mirrored toml 'title = "dtlab train --steps 5 --threads 2 --replicas 4 --no-progress"'
 
+# docs/scenarios.md's example file is this command line's, byte for byte.
+(cd "$WORK" && "$DTLAB" train --replicas 4 --steps 5 --threads 2 --save-scenario doc_example.toml >/dev/null)
+CHECKS=$((CHECKS + 1))
+python3 - "$DTLAB_SOURCE_DIR/docs/scenarios.md" "$WORK/doc_example.toml" <<'EOF' || fail "docs/scenarios.md's example differs from the file dtlab train writes"
+import sys
+section = open(sys.argv[1]).read().split('## From a command line to a scenario file')[1]
+sys.exit(0 if section.split('```toml\n')[1].split('```')[0] == open(sys.argv[2]).read() else 1)
+EOF
+
 # Many options at once, exact mode with the reference check, and a data set in a
 # directory named relative to where dtlab train ran.
 mkdir -p "$WORK/data/fm"
