@@ -384,6 +384,10 @@ int TrainCommand(const std::vector<std::string>& args) {
   TrainConfig& config = settings.config;
   // Under mpirun each rank supervises a worker process (cli/mpi_launch.h): fork
   // before any thread exists.
+  if (values.count("save-scenario") && save_scenario.empty()) {
+    std::fputs("dtlab train: --save-scenario needs the path of the file to write\n", stderr);
+    return 2;
+  }
   const bool mpi = LaunchedByMpi();
   if (mpi && !save_scenario.empty()) {
     std::fputs("dtlab train: --save-scenario saves a run of one process; run it without mpirun\n", stderr);

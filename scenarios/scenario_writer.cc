@@ -175,10 +175,8 @@ Status CheckFileRanges(const RunSettings& settings, const GivenOptions& given) {
     const bool below = !as_unsigned && std::get<std::int64_t>(*value) < in_file.min;
     if (above || below)
       return Status::InvalidArgument("--save-scenario: " + FlagText(*option, *value) +
-                                     " is outside what a scenario "
-                                     "file's " +
-                                     std::string(in_file.key) + " holds (" + std::to_string(in_file.min) + " to " +
-                                     std::to_string(in_file.max) + ")");
+                                     " is outside what a scenario file's " + std::string(in_file.key) + " holds (" +
+                                     std::to_string(in_file.min) + " to " + std::to_string(in_file.max) + ")");
   }
   return Status::Ok();
 }
@@ -201,8 +199,11 @@ StatusOr<std::string> ScenarioFileText(const RunSettings& settings, const std::s
                                    (given.cannot_hold.size() == 1 ? "it" : "them") + " out to save this run");
   // The options whose value in the file's run differs from the command line's.
   auto differences = [&](const std::string& text) -> StatusOr<std::vector<const RunOption*>> {
-    DTLAB_ASSIGN_OR_RETURN(const Scenario scenario, ParseScenario(text, path));
-    const RunSettings from_file = SettingsOfScenarioRun(scenario.runs.front());
+    StatusOr<Scenario> scenario = ParseScenario(text, path);
+    if (!scenario.ok())  // e.g. a --dataset path that is not UTF-8, which TOML cannot hold
+      return Status::InvalidArgument("--save-scenario: the scenario file would not load: " +
+                                     scenario.status().message());
+    const RunSettings from_file = SettingsOfScenarioRun(scenario->runs.front());
     std::vector<const RunOption*> differ;
     for (const RunOption& option : RunOptionTable()) {
       if (option.flag.empty() || FileKey(option).empty() || !option.read) continue;

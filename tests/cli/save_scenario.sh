@@ -78,6 +78,8 @@ expect_exit 2 no_key -- "$DTLAB" train --steps 1 --lr-schedule tutorial --save-s
 expect_contains no_key err "a scenario file has no key for --lr-schedule"
 expect_exit 2 out_of_range -- "$DTLAB" train --seed 18446744073709551615 --save-scenario "$WORK/out_of_range.toml"
 expect_contains out_of_range err "--seed 18446744073709551615 is outside what a scenario file's run.seed holds"
+expect_exit 2 empty_path -- "$DTLAB" train --steps 1 --save-scenario ""
+expect_contains empty_path err "--save-scenario needs the path of the file to write"
 expect_exit 2 invalid_run -- "$DTLAB" train --strategy one_device --replicas 2 --save-scenario "$WORK/invalid_run.toml"
 CHECKS=$((CHECKS + 1))
 [ ! -e "$WORK/no_key.toml" ] && [ ! -e "$WORK/out_of_range.toml" ] && [ ! -e "$WORK/invalid_run.toml" ] ||

@@ -9,7 +9,6 @@
 
 #include <gtest/gtest.h>
 
-#include "cli/command.h"
 #include "cli/run_flags.h"
 #include "scenarios/run_options.h"
 #include "scenarios/scenario.h"
@@ -18,17 +17,9 @@
 namespace dtlab {
 namespace {
 
-namespace po = boost::program_options;
-
 // The settings dtlab train builds from these flags, or the first error.
 StatusOr<RunSettings> FromFlags(const std::vector<std::string>& args) {
-  po::options_description options("Options");
-  cli::AddRunFlags(options);
-  po::variables_map values;
-  DTLAB_RETURN_IF_ERROR(cli::ParseCommandLine("train", options, args, values).status());
-  RunSettings settings;
-  DTLAB_RETURN_IF_ERROR(cli::ApplyRunFlags(values, settings));
-  ApplyDependentDefaults(settings, OptionSource::kCommandLine);
+  DTLAB_ASSIGN_OR_RETURN(RunSettings settings, cli::RunSettingsFromArguments(args));
   DTLAB_RETURN_IF_ERROR(settings.config.Validate());
   return settings;
 }
@@ -38,7 +29,8 @@ StatusOr<RunSettings> ThroughTheFile(const RunSettings& settings, std::string* t
   DTLAB_ASSIGN_OR_RETURN(const std::string written, ScenarioFileText(settings, "saved.toml"));
   if (text) *text = written;
   DTLAB_ASSIGN_OR_RETURN(const Scenario scenario, ParseScenario(written, "saved.toml"));
-  if (scenario.runs.size() != 1) return Status::Runtime("the file has " + std::to_string(scenario.runs.size()) + " runs");
+  if (scenario.runs.size() != 1)
+    return Status::Runtime("the file has " + std::to_string(scenario.runs.size()) + " runs");
   return SettingsOfScenarioRun(scenario.runs.front());
 }
 
@@ -181,8 +173,8 @@ TEST(ScenarioWriterTest, ProcessOnlyOptionsAreNamedInAComment) {
 // Every flag without a key that is not process-only is refused, named, never dropped.
 TEST(ScenarioWriterTest, OptionsAScenarioCannotHoldAreRefused) {
   // A value where "x" or "2" is not one, and the flags an option needs beside it.
-  const std::map<std::string, std::vector<std::string>> values = {
-      {"lr-schedule", {"1:1e-3"}}, {"dump-step", {"2", "--dump-dir", "d"}}};
+  const std::map<std::string, std::vector<std::string>> values = {{"lr-schedule", {"1:1e-3"}},
+                                                                  {"dump-step", {"2", "--dump-dir", "d"}}};
   int refused = 0;
   for (const RunOption& option : RunOptionTable()) {
     if (option.flag.empty() || !option.key.empty() || !option.file_key.empty() || option.process_only) continue;
