@@ -68,6 +68,19 @@ expect_contains exact toml "source = \"$WORK/data/fm\""
 expect_contains exact toml 'kind = "reference"'
 check_json exact.train "d['reference_check']['bitwise_equal'] and d['math'] == 'exact'"
 
+# The exit codes agree too: a reference check that fails (the per-replica-mean
+# pitfall) is 1 from both, an injected NaN 3.
+same_exit() {
+  local name=$1 code=$2; shift 2
+  expect_exit "$code" "$name.train" -- "$DTLAB" train --no-progress --threads 2 "$@"
+  expect_exit 0 "$name.save" -- "$DTLAB" train "$@" --save-scenario "$WORK/$name.toml"
+  expect_exit "$code" "$name.run" -- "$DTLAB" run "$WORK/$name.toml" --no-progress --threads 2
+}
+same_exit pitfall 1 --replicas 2 --loss-denominator per-replica --check-reference --steps 2
+expect_contains pitfall.run out "NOT AS EXPECTED"
+same_exit fault 3 --replicas 2 --inject-fault nan:replica=1,step=2 --steps 3
+expect_contains fault.run err "step 2"
+
 # Refusals, each with exit 2 and nothing written.
 expect_exit 2 into_directory -- "$DTLAB" train --steps 1 --save-scenario "$WORK"
 expect_contains into_directory err "dtlab train: "
