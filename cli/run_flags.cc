@@ -6,6 +6,8 @@
 
 #include <boost/lexical_cast.hpp>
 
+#include "cli/command.h"
+
 namespace dtlab::cli {
 namespace {
 
@@ -97,6 +99,17 @@ Status ApplyRunFlags(const po::variables_map& values, RunSettings& settings) {
     }
   }
   return Status::Ok();
+}
+
+StatusOr<RunSettings> RunSettingsFromArguments(const std::vector<std::string>& args) {
+  po::options_description options("Options");
+  AddRunFlags(options);
+  po::variables_map values;
+  DTLAB_RETURN_IF_ERROR(ParseCommandLine("train", options, args, values).status());
+  RunSettings settings;
+  DTLAB_RETURN_IF_ERROR(ApplyRunFlags(values, settings));
+  ApplyDependentDefaults(settings, OptionSource::kCommandLine);
+  return settings;
 }
 
 }  // namespace dtlab::cli

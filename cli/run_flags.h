@@ -3,6 +3,9 @@
 // the parsed values into the same RunSettings a scenario file fills.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <boost/program_options.hpp>
 
 #include "core/status.h"
@@ -25,5 +28,12 @@ void AddRunFlag(boost::program_options::options_description& options, const RunO
 /// counts as not given. Names are applied after the other options, so that a bad
 /// schedule or fault spec is reported before a bad name. Returns the first error.
 Status ApplyRunFlags(const boost::program_options::variables_map& values, RunSettings& settings);
+
+/// The run dtlab train's arguments describe, read as the command reads them
+/// (ParseCommandLine against AddRunFlags, ApplyRunFlags, then
+/// ApplyDependentDefaults for the command line), without its checks of the run
+/// (TrainConfig::Validate) or of the process (threads, MPI): for tests and tools.
+/// InvalidArgument with the usage error or the first bad value.
+StatusOr<RunSettings> RunSettingsFromArguments(const std::vector<std::string>& args);
 
 }  // namespace dtlab::cli

@@ -15,8 +15,10 @@
 #include "cli/command.h"
 #include "cli/run_flags.h"
 #include "scenarios/replay.h"
+#include "scenarios/scenario_writer.h"
 #include "cli/mpi_launch.h"
 #include "core/model.h"
+#include "core/text.h"
 #include "sim/engines/strategy.h"
 #include "sim/comm/tf_config.h"
 #include "sim/training/trainer.h"
@@ -360,6 +362,10 @@ int TrainCommand(const std::vector<std::string>& args) {
   // RunSettings a scenario file does.
   po::options_description options("Options");
   AddRunFlags(options);
+  std::string save_scenario;
+  options.add_options()("save-scenario", po::value(&save_scenario),
+                        "write this run as a scenario file (dtlab run FILE trains the same run) and exit without "
+                        "training; the options a scenario cannot hold are refused (docs/scenarios.md)");
   po::variables_map values;
   const int parsed =
       ParseOptions("train", "[options]",
@@ -378,7 +384,15 @@ int TrainCommand(const std::vector<std::string>& args) {
   TrainConfig& config = settings.config;
   // Under mpirun each rank supervises a worker process (cli/mpi_launch.h): fork
   // before any thread exists.
+  if (values.count("save-scenario") && save_scenario.empty()) {
+    std::fputs("dtlab train: --save-scenario needs the path of the file to write\n", stderr);
+    return 2;
+  }
   const bool mpi = LaunchedByMpi();
+  if (mpi && !save_scenario.empty()) {
+    std::fputs("dtlab train: --save-scenario saves a run of one process; run it without mpirun\n", stderr);
+    return 2;
+  }
   if (mpi) {
 #ifndef DTLAB_WITH_MPI
     std::fprintf(stderr,
@@ -411,6 +425,15 @@ int TrainCommand(const std::vector<std::string>& args) {
     return ReportError("train", Status::InvalidArgument("--replicas-per-worker is for runs under mpirun (docs/mpi.md); "
                                                         "in one process use --workers and --replicas"));
   if (Status status = config.Validate(); !status.ok()) return ReportError(command, status);
+  if (!save_scenario.empty()) {  // a dry run: the run as a file, nothing trained
+    if (Status status = SaveScenarioFile(settings, save_scenario); !status.ok()) return ReportError(command, status);
+    if (settings.json)
+      PrintJson({{"scenario_file", save_scenario}});
+    else
+      std::printf("Saved the scenario file %s: dtlab run %s trains this run\n", EscapeControl(save_scenario).c_str(),
+                  EscapeControl(save_scenario).c_str());
+    return 0;
+  }
   if (settings.backend != "cpu" || !settings.devices.empty() || settings.streams != 0) {
     auto devices = ParseDeviceList(settings.devices);
     if (!devices.ok()) return ReportError(command, devices.status());

@@ -1,6 +1,7 @@
 #include "scenarios/run_options.h"
 
 #include <charconv>
+#include <filesystem>
 #include <limits>
 
 #include "core/checked_number.h"
@@ -31,6 +32,33 @@ Status SetName(V v, Parse parse, T& out) {
 
 constexpr std::int64_t kMillion = 1'000'000;
 
+// The other way: a field's value as its option's apply takes it.
+using R = const RunSettings&;
+using Read = std::optional<OptionValue>;
+Read AsText(std::string_view text) { return OptionValue(std::string(text)); }
+Read AsInt(std::int64_t value) { return OptionValue(value); }
+Read AsReal(double value) { return OptionValue(value); }
+
+Read Split(R s) {
+  const auto& split = s.config.cluster.regularization_split;
+  return split ? AsText(RegularizationSplitName(*split)) : std::nullopt;
+}
+
+Read FaultTexts(R s) {
+  std::vector<std::string> texts;
+  for (const FaultSpec& fault : s.config.cluster.faults) texts.push_back(FaultSpecText(fault));
+  return OptionValue(std::move(texts));
+}
+
+// --dataset's directory as a scenario file's data.source: absolute, because a
+// file reads a relative directory from its own folder, not from where dtlab ran.
+std::string DatasetAsFileSource(const std::string& dataset) {
+  if (dataset.empty() || dataset == "fashion-mnist" || dataset == "mnist") return dataset;
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(dataset, error);
+  return error ? dataset : absolute.lexically_normal().string();
+}
+
 // Each entry names only the fields it sets; the others keep RunOption's defaults.
 // The table keeps its own layout: one option, a few lines, each field where a
 // reader looks for it.
@@ -44,29 +72,37 @@ std::vector<RunOption> MakeTable() {
   return {
       {.flag = "model", .key = "model.name", .type = kText, .default_text = "seed-cnn",
        .help = "seed-cnn, mnist-cnn or linear",
-       .apply = [](V v, S s) { s.config.model = Text(v); return Ok(); }},
-      {.flag = "dataset", .type = kText, .default_text = "fashion-mnist",
+       .apply = [](V v, S s) { s.config.model = Text(v); return Ok(); },
+       .read = [](R s) -> Read { return AsText(s.config.model); }},
+      {.flag = "dataset", .file_key = "data.source", .type = kText, .default_text = "fashion-mnist",
        .help = "fashion-mnist, mnist, or a directory holding the four IDX files",
-       .apply = [](V v, S s) { s.config.dataset = Text(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.dataset = Text(v); return Ok(); },
+       .read = [](R s) -> Read { return AsText(DatasetAsFileSource(s.config.dataset)); }},
       {.flag = "epochs", .key = "run.epochs", .type = kInt64, .default_text = "10", .min = 1, .max = 1000,
        .help = "passes over the training set",
-       .apply = [](V v, S s) { s.config.epochs = Int(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.epochs = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.epochs); }},
       {.flag = "batch-per-replica", .key = "data.batch_per_replica", .type = kInt64, .default_text = "64", .min = 1,
        .max = kMillion,
        .help = "examples per replica per step; the global batch is this times --replicas",
-       .apply = [](V v, S s) { s.config.batch_per_replica = Int(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.batch_per_replica = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.batch_per_replica); }},
       {.flag = "global-batch", .key = "data.global_batch", .type = kInt64, .min = 1, .max = kMillion,
        .help = "the global batch instead (need not divide evenly: replicas may get short or empty batches)",
-       .apply = [](V v, S s) { s.config.global_batch = Int(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.global_batch = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return s.config.global_batch ? AsInt(*s.config.global_batch) : std::nullopt; }},
       {.flag = "optimizer", .key = "optimizer.name", .type = kText, .default_text = "adam",
        .help = "adam, rmsprop or sgd",
-       .apply = [](V v, S s) { s.config.optimizer = Text(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.optimizer = Text(v); return Ok(); },
+       .read = [](R s) -> Read { return AsText(s.config.optimizer); }},
       {.flag = "lr", .key = "optimizer.learning_rate", .type = kFloat,
        .help = "learning rate (default: the optimizer's Keras default)",
-       .apply = [](V v, S s) { s.config.learning_rate = static_cast<float>(Real(v)); return Ok(); }},
+       .apply = [](V v, S s) { s.config.learning_rate = static_cast<float>(Real(v)); return Ok(); },
+       .read = [](R s) -> Read { return s.config.learning_rate ? AsReal(*s.config.learning_rate) : std::nullopt; }},
       {.flag = "momentum", .key = "optimizer.momentum", .type = kFloat, .default_text = "0",
        .help = "SGD momentum (sgd only; refused with adam or rmsprop)",
-       .apply = [](V v, S s) { s.config.momentum = static_cast<float>(Real(v)); return Ok(); }},
+       .apply = [](V v, S s) { s.config.momentum = static_cast<float>(Real(v)); return Ok(); },
+       .read = [](R s) -> Read { return AsReal(s.config.momentum); }},
       {.flag = "lr-schedule", .type = kText,
        .help = "piecewise-constant rate by 1-based epoch, e.g. 1:1e-3,4:1e-4,8:1e-5, or 'tutorial'",
        .apply = [](V v, S s) {
@@ -76,16 +112,19 @@ std::vector<RunOption> MakeTable() {
       {.flag = "seed", .key = "run.seed", .type = kUint64, .default_text = "1", .min = 0,
        .max = std::numeric_limits<std::int64_t>::max(),
        .help = "seed of weights and shuffling",
-       .apply = [](V v, S s) { s.config.seed = std::get<std::uint64_t>(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.seed = std::get<std::uint64_t>(v); return Ok(); },
+       .read = [](R s) -> Read { return OptionValue(s.config.seed); }},
       {.flag = "steps", .key = "run.steps", .type = kInt64, .min = 1, .max = kMillion,
        .help = "stop after this many optimizer steps in total",
-       .apply = [](V v, S s) { s.config.max_steps = Int(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.max_steps = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return s.config.max_steps >= 0 ? AsInt(s.config.max_steps) : std::nullopt; }},
       {.flag = "checkpoint-dir", .type = kText,
        .help = "save checkpoints and metrics.csv here; resume from it if it holds this run's checkpoint",
        .apply = [](V v, S s) { s.config.checkpoint_dir = Text(v); return Ok(); }},
       {.flag = "checkpoint-every", .key = "run.checkpoint_every", .type = kInt64, .min = 0, .max = kMillion,
        .help = "save every K steps (default: after every 2nd epoch, as the tutorial)",
-       .apply = [](V v, S s) { s.config.checkpoint_every = Int(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.checkpoint_every = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.checkpoint_every); }},
       {.flag = "max-to-keep", .type = kInt32, .default_text = "5",
        .help = "checkpoints kept (0: all)",
        .apply = [](V v, S s) { s.config.max_to_keep = static_cast<int>(Int(v)); return Ok(); }},
@@ -97,48 +136,61 @@ std::vector<RunOption> MakeTable() {
        .apply = [](V v, S s) { s.config.dump_dir = Text(v); return Ok(); }},
       {.flag = "shuffle-buffer", .key = "data.shuffle_buffer", .type = kInt64, .min = 0, .max = kMillion,
        .help = "shuffle buffer size (default: the whole training set)",
-       .apply = [](V v, S s) { s.config.shuffle_buffer = Int(v); return Ok(); }},
-      {.flag = "threads", .type = kInt32, .default_text = "0",
+       .apply = [](V v, S s) { s.config.shuffle_buffer = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.shuffle_buffer); }},
+      {.flag = "threads", .type = kInt32, .default_text = "0", .process_only = true,
        .help = "worker threads, 0 for all cores (results never depend on it)",
-       .apply = [](V v, S s) { s.threads = static_cast<int>(Int(v)); return Ok(); }},
+       .apply = [](V v, S s) { s.threads = static_cast<int>(Int(v)); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.threads); }},
       {.flag = "strategy", .key = "cluster.strategy", .type = kName, .default_text = "one_device",
        .help = "one_device, mirrored, central_storage, multi_worker_mirrored, tpu or parameter_server",
-       .apply = [](V v, S s) { return SetName(v, ParseStrategy, s.config.cluster.strategy); }},
+       .apply = [](V v, S s) { return SetName(v, ParseStrategy, s.config.cluster.strategy); },
+       .read = [](R s) -> Read { return AsText(StrategyName(s.config.cluster.strategy)); }},
       {.flag = "replicas", .key = "cluster.replicas", .type = kInt32, .default_text = "1", .min = 1, .max = 4096,
        .help = "replicas in sync (all workers together)",
-       .apply = [](V v, S s) { s.config.cluster.replicas = static_cast<std::int32_t>(Int(v)); return Ok(); }},
+       .apply = [](V v, S s) { s.config.cluster.replicas = static_cast<std::int32_t>(Int(v)); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.cluster.replicas); }},
       {.flag = "workers", .key = "cluster.workers", .type = kInt32, .default_text = "1", .min = 1, .max = 4096,
        .help = "workers (multi_worker_mirrored); must divide --replicas",
-       .apply = [](V v, S s) { s.config.cluster.workers = static_cast<std::int32_t>(Int(v)); return Ok(); }},
+       .apply = [](V v, S s) { s.config.cluster.workers = static_cast<std::int32_t>(Int(v)); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.cluster.workers); }},
       {.flag = "replicas-per-worker", .type = kInt32, .default_text = "1",
        .help = "under mpirun: replicas each rank holds (the run has ranks x this many replicas; docs/mpi.md)",
        .apply = [](V v, S s) { s.replicas_per_worker = static_cast<std::int32_t>(Int(v)); return Ok(); }},
       {.flag = "all-reduce", .key = "cluster.all_reduce", .type = kName, .default_text = "ring",
        .help = kAllReduceHelp,
-       .apply = [](V v, S s) { return SetName(v, ParseAllReduceAlgorithm, s.config.cluster.all_reduce); }},
+       .apply = [](V v, S s) { return SetName(v, ParseAllReduceAlgorithm, s.config.cluster.all_reduce); },
+       .read = [](R s) -> Read { return AsText(AllReduceAlgorithmName(s.config.cluster.all_reduce)); }},
       {.flag = "convention", .key = "loss.convention", .type = kName, .default_text = "tf",
        .help = "tf (SUM of globally scaled losses) or ddp (MEAN of per-replica means)",
-       .apply = [](V v, S s) { return SetName(v, ParseConvention, s.config.cluster.convention); }},
+       .apply = [](V v, S s) { return SetName(v, ParseConvention, s.config.cluster.convention); },
+       .read = [](R s) -> Read { return AsText(ConventionName(s.config.cluster.convention)); }},
       {.flag = "loss-denominator", .key = "loss.denominator", .type = kName, .default_text = "global",
        .help = "what each replica divides its summed losses by: global (compute_average_loss(l, global_batch_size=G): "
                "the older tutorial), default (compute_average_loss(l): local batch x replicas, the current tutorial) "
                "or per-replica (tf.reduce_mean: the pitfall)",
-       .apply = [](V v, S s) { return SetName(v, ParseLossDenominator, s.config.cluster.denominator); }},
+       .apply = [](V v, S s) { return SetName(v, ParseLossDenominator, s.config.cluster.denominator); },
+       .read = [](R s) -> Read { return AsText(LossDenominatorName(s.config.cluster.denominator)); }},
       {.flag = "check-reference", .key = "run.check_reference", .type = kSwitch,
        .help = "compare every step with one device on the global batch (exit 1 if a step fails)",
-       .apply = [](V v, S s) { s.config.cluster.check_reference = std::get<bool>(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.cluster.check_reference = std::get<bool>(v); return Ok(); },
+       .read = [](R s) -> Read { return OptionValue(s.config.cluster.check_reference); }},
       {.flag = "math", .key = "run.math", .type = kName, .default_text = "fast",
        .help = "fast (checked against an error bound) or exact (bitwise equal to one device for any replica count)",
-       .apply = [](V v, S s) { return SetName(v, ParseMathMode, s.config.cluster.math); }},
-      {.flag = "backend", .type = kText, .default_text = "cpu",
+       .apply = [](V v, S s) { return SetName(v, ParseMathMode, s.config.cluster.math); },
+       .read = [](R s) -> Read { return AsText(MathModeName(s.config.cluster.math)); }},
+      {.flag = "backend", .type = kText, .default_text = "cpu", .process_only = true,
        .help = "where the replicas compute: cpu, cuda (GPUs; docs/gpu.md) or emulated (the CUDA kernels on the CPU)",
-       .apply = [](V v, S s) { s.backend = Text(v); return Ok(); }},
-      {.flag = "devices", .type = kText,
+       .apply = [](V v, S s) { s.backend = Text(v); return Ok(); },
+       .read = [](R s) -> Read { return AsText(s.backend); }},
+      {.flag = "devices", .type = kText, .process_only = true,
        .help = "--backend cuda: the GPUs, e.g. 0,1 (default 0)",
-       .apply = [](V v, S s) { s.devices = Text(v); return Ok(); }},
-      {.flag = "streams", .type = kInt32, .default_text = "0",
+       .apply = [](V v, S s) { s.devices = Text(v); return Ok(); },
+       .read = [](R s) -> Read { return AsText(s.devices); }},
+      {.flag = "streams", .type = kInt32, .default_text = "0", .process_only = true,
        .help = "--backend cuda: streams per GPU; emulated: lanes (0: one per replica)",
-       .apply = [](V v, S s) { s.streams = static_cast<int>(Int(v)); return Ok(); }},
+       .apply = [](V v, S s) { s.streams = static_cast<int>(Int(v)); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.streams); }},
       {.flag = "regularization-split", .key = "loss.split", .type = kName,
        .help = "tf (every replica adds 1/N of it) or exact (replica 0 adds all of it); default: exact with --math "
                "exact, else tf",
@@ -147,24 +199,29 @@ std::vector<RunOption> MakeTable() {
          DTLAB_RETURN_IF_ERROR(SetName(v, ParseRegularizationSplit, split));
          s.config.cluster.regularization_split = split;
          return Ok();
-       }},
+       },
+       .read = [](R s) -> Read { return Split(s); }},
       {.flag = "regularization-scaling", .key = "loss.regularization", .type = kName, .default_text = "scaled",
        .help = "scaled (scale_regularization_loss: r / N per replica) or unscaled (each replica adds r: the pitfall)",
        .apply = [](V v, S s) {
          return SetName(v, ParseRegularizationScaling, s.config.cluster.regularization_scaling);
-       }},
+       },
+       .read = [](R s) -> Read { return AsText(RegularizationScalingName(s.config.cluster.regularization_scaling)); }},
       {.flag = "empty-replica-loss", .key = "loss.empty_replica", .type = kName, .default_text = "zero",
        .help = "an empty replica under the default denominator: zero (TF 2.13 and later: its loss is 0) or error (TF "
                "2.12 and before: InvalidArgumentError, the run stops)",
-       .apply = [](V v, S s) { return SetName(v, ParseEmptyReplicaLoss, s.config.cluster.empty_replica); }},
+       .apply = [](V v, S s) { return SetName(v, ParseEmptyReplicaLoss, s.config.cluster.empty_replica); },
+       .read = [](R s) -> Read { return AsText(EmptyReplicaLossName(s.config.cluster.empty_replica)); }},
       {.flag = "loss-reduction", .key = "loss.reduction", .type = kName, .default_text = "none",
        .help = "the loss object's reduction: none, sum, sum_over_batch_size (Keras 3 runs it: local mean / replicas; "
                "Keras 2 refuses it) or auto (Keras 2 only, refused)",
-       .apply = [](V v, S s) { return SetName(v, ParseLossReduction, s.config.cluster.reduction); }},
+       .apply = [](V v, S s) { return SetName(v, ParseLossReduction, s.config.cluster.reduction); },
+       .read = [](R s) -> Read { return AsText(LossReductionName(s.config.cluster.reduction)); }},
       {.flag = "keras", .key = "loss.keras", .type = kName, .default_text = "3", .integer_name = true,
        .help = "the Keras the loss object comes from: 3 (tf.keras since TF 2.16) or 2 (TF 2.15 and before, or "
                "tf_keras)",
-       .apply = [](V v, S s) { return SetName(v, ParseKerasVersion, s.config.cluster.keras); }},
+       .apply = [](V v, S s) { return SetName(v, ParseKerasVersion, s.config.cluster.keras); },
+       .read = [](R s) -> Read { return AsText(KerasVersionName(s.config.cluster.keras)); }},
       {.flag = "inject-fault", .key = "run.faults", .type = kTextList,
        .help = "inject a fault, e.g. die:replica=2,step=5 (kinds: throw, die, straggler, drop, corrupt, nan; "
                "docs/reliability.md); repeatable",
@@ -174,11 +231,13 @@ std::vector<RunOption> MakeTable() {
            s.config.cluster.faults.push_back(fault);
          }
          return Ok();
-       }},
+       },
+       .read = [](R s) -> Read { return FaultTexts(s); }},
       {.flag = "collective-timeout", .key = "run.collective_timeout", .type = kDouble, .default_text = "60",
        .help = "how long a collective waits for a replica before the run stops (simulated seconds; under mpirun, "
                "wall-clock seconds for a rank)",
-       .apply = [](V v, S s) { s.config.cluster.collective_timeout_seconds = Real(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.cluster.collective_timeout_seconds = Real(v); return Ok(); },
+       .read = [](R s) -> Read { return AsReal(s.config.cluster.collective_timeout_seconds); }},
       {.flag = "backup-dir", .type = kText,
        .help = "BackupAndRestore: back the whole state up here, resume from it first, delete it when training ends",
        .apply = [](V v, S s) { s.config.backup_dir = Text(v); return Ok(); }},
@@ -189,22 +248,27 @@ std::vector<RunOption> MakeTable() {
        .help = "how the data reaches the replicas: dataset (experimental_distribute_dataset of the global batches, "
                "split per replica) or function (distribute_datasets_from_function: each replica reads per-replica "
                "batches; the replicas must divide the global batch)",
-       .apply = [](V v, S s) { return SetName(v, ParseInputApi, s.config.input); }},
+       .apply = [](V v, S s) { return SetName(v, ParseInputApi, s.config.input); },
+       .read = [](R s) -> Read { return AsText(InputApiName(s.config.input)); }},
       {.flag = "rebatch", .key = "data.rebatch", .type = kName, .default_text = "v2",
        .help = "the split rule experimental_distribute_dataset asks for: v2 or legacy. auto-shard auto or data "
                "rewrites v2 into legacy (RewriteRebatchV2ToV1), even on one worker, so the default split is legacy; "
                "the Input line says which rule is in force",
-       .apply = [](V v, S s) { return SetName(v, ParseRebatchRule, s.config.rebatch); }},
+       .apply = [](V v, S s) { return SetName(v, ParseRebatchRule, s.config.rebatch); },
+       .read = [](R s) -> Read { return AsText(RebatchRuleName(s.config.rebatch)); }},
       {.flag = "auto-shard", .key = "data.shard", .type = kName, .default_text = "auto",
        .help = "the dataset's auto_shard_policy: off, auto (applies data: the pipeline reads no files), file, data "
                "or hint; it shards across workers and picks the split rule (auto, data: legacy)",
-       .apply = [](V v, S s) { return SetName(v, ParseAutoShardPolicy, s.config.shard_policy); }},
+       .apply = [](V v, S s) { return SetName(v, ParseAutoShardPolicy, s.config.shard_policy); },
+       .read = [](R s) -> Read { return AsText(AutoShardPolicyName(s.config.shard_policy)); }},
       {.flag = "drop-remainder", .key = "data.drop_remainder", .type = kSwitch,
        .help = "drop the last short global batch of each epoch",
-       .apply = [](V v, S s) { s.config.drop_remainder = std::get<bool>(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.drop_remainder = std::get<bool>(v); return Ok(); },
+       .read = [](R s) -> Read { return OptionValue(s.config.drop_remainder); }},
       {.flag = "topology", .key = "cluster.topology", .type = kName, .default_text = "fully_connected",
        .help = "cost model: fully_connected, ring, switch or torus2d (tpu uses torus2d)",
-       .apply = [](V v, S s) { return SetName(v, ParseTopologyKind, s.config.topology); }},
+       .apply = [](V v, S s) { return SetName(v, ParseTopologyKind, s.config.topology); },
+       .read = [](R s) -> Read { return AsText(TopologyKindName(s.config.topology)); }},
       // The command line's units; the config holds seconds, bytes and flops.
       {.flag = "link-latency-us", .type = kDouble, .default_text = "5",
        .help = "cost model: per-hop latency",
@@ -215,35 +279,44 @@ std::vector<RunOption> MakeTable() {
       {.flag = "device-gflops", .type = kDouble, .default_text = "100",
        .help = "cost model: one replica's compute speed",
        .apply = [](V v, S s) { s.config.device_flops_per_second = Real(v) * 1e9; return Ok(); }},
-      {.flag = "trace", .type = kText,
+      {.flag = "trace", .type = kText, .process_only = true,
        .help = "write a Chrome trace-event JSON (open in Perfetto) of the first steps",
-       .apply = [](V v, S s) { s.config.trace_path = Text(v); return Ok(); }},
-      {.flag = "trace-steps", .type = kInt64, .default_text = "3",
+       .apply = [](V v, S s) { s.config.trace_path = Text(v); return Ok(); },
+       .read = [](R s) -> Read { return AsText(s.config.trace_path); }},
+      {.flag = "trace-steps", .type = kInt64, .default_text = "3", .process_only = true,
        .help = "steps in the trace",
-       .apply = [](V v, S s) { s.config.trace_steps = Int(v); return Ok(); }},
+       .apply = [](V v, S s) { s.config.trace_steps = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.trace_steps); }},
       {.flag = "parameter-servers", .key = "cluster.parameter_servers", .type = kInt32, .default_text = "1", .min = 1,
        .max = 1024,
        .help = "parameter_server: tasks holding the variables (round-robin by variable)",
-       .apply = [](V v, S s) { s.config.parameter_servers = static_cast<std::int32_t>(Int(v)); return Ok(); }},
+       .apply = [](V v, S s) { s.config.parameter_servers = static_cast<std::int32_t>(Int(v)); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.parameter_servers); }},
       {.flag = "straggler-spread", .key = "cluster.straggler_spread", .type = kDouble, .default_text = "0.5",
        .help = "parameter_server: a worker's step takes (1 + spread x uniform[0,1)) x its compute time",
-       .apply = [](V v, S s) { s.config.straggler_spread = Real(v); return Ok(); }},
-      {.flag = "json", .type = kSwitch,
+       .apply = [](V v, S s) { s.config.straggler_spread = Real(v); return Ok(); },
+       .read = [](R s) -> Read { return AsReal(s.config.straggler_spread); }},
+      {.flag = "json", .type = kSwitch, .process_only = true,
        .help = "print one JSON summary on stdout (the per-epoch lines go to stderr)",
-       .apply = [](V v, S s) { s.json = std::get<bool>(v); return Ok(); }},
-      {.flag = "no-progress", .type = kSwitch,
+       .apply = [](V v, S s) { s.json = std::get<bool>(v); return Ok(); },
+       .read = [](R s) -> Read { return OptionValue(s.json); }},
+      {.flag = "no-progress", .type = kSwitch, .process_only = true,
        .help = "never draw the progress bar",
-       .apply = [](V v, S s) { s.no_progress = std::get<bool>(v); return Ok(); }},
+       .apply = [](V v, S s) { s.no_progress = std::get<bool>(v); return Ok(); },
+       .read = [](R s) -> Read { return OptionValue(s.no_progress); }},
       // Scenario files only: `dtlab train` reads a whole data set named by --dataset.
       {.key = "data.source", .type = kText,
        .help = "fashion-mnist, mnist, synthetic, or a directory (relative to the scenario file)",
-       .apply = [](V v, S s) { s.data.source = Text(v); return Ok(); }},
+       .apply = [](V v, S s) { s.data.source = Text(v); return Ok(); },
+       .read = [](R s) -> Read { return AsText(s.data.source); }},
       {.key = "data.train_examples", .type = kInt64, .min = 0, .max = kMillion,
        .help = "the first N training examples (0: all); synthetic: how many",
-       .apply = [](V v, S s) { s.data.train_examples = Int(v); return Ok(); }},
+       .apply = [](V v, S s) { s.data.train_examples = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.data.train_examples); }},
       {.key = "data.test_examples", .type = kInt64, .min = 0, .max = kMillion,
        .help = "the first N test examples (0: all); synthetic: how many (default 500)",
-       .apply = [](V v, S s) { s.data.test_examples = Int(v); return Ok(); }},
+       .apply = [](V v, S s) { s.data.test_examples = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.data.test_examples); }},
   };
 }
 #pragma GCC diagnostic pop

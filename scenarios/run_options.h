@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -74,14 +75,27 @@ using OptionValue = std::variant<bool, std::int64_t, std::uint64_t, double, std:
 struct RunOption {
   std::string_view flag;  // dtlab train's --flag, without the dashes; empty: files only
   std::string_view key;   // "section.key" in scenario files and --set; empty: the command line only
+  /// A flag without a key of its own whose value a scenario file holds under
+  /// another option's key: --dataset is a file's data.source.
+  std::string_view file_key;
   OptionType type = OptionType::kText;
   std::string_view default_text;  // the command line's default as --help shows it; empty: none (the field's own)
   std::int64_t min = 0, max = 0;  // a file's integer must be in [min, max]
   bool integer_name = false;      // a file may write this name as an integer (keras = 2)
+  /// How the process runs, not what it computes (--threads, --json, the compute
+  /// backend): a scenario leaves it out, and --save-scenario says so in a comment.
+  bool process_only = false;
   std::string_view help;
   /// Checks `value` (of this option's type) and stores it; InvalidArgument saying
   /// what is wrong (a name's message lists the allowed names).
   Status (*apply)(const OptionValue& value, RunSettings& settings) = nullptr;
+  /// The option's value in `settings`, as apply takes it (apply of it stores the
+  /// same value again), or nullopt where the field holds none (no learning rate:
+  /// the optimizer's default; no step limit). Every option a scenario file holds
+  /// (a key or a file_key) or leaves out (process_only) has one: dtlab train
+  /// --save-scenario writes and compares through it (scenarios/scenario_writer.h).
+  /// Null for an option a scenario cannot express (--save-scenario refuses it).
+  std::optional<OptionValue> (*read)(const RunSettings& settings) = nullptr;
 
   /// The name RunSettings::given uses: the flag, or for a file-only option its key.
   std::string_view Id() const { return flag.empty() ? key : flag; }

@@ -183,6 +183,12 @@ nlohmann::json ScenarioToJson(const ScenarioResult& result) {
                           {"math", MathModeName(c.cluster.math)},
                           {"status", r.status.ok() ? "ok" : (r.refused() ? "refused" : "fault")}};
     if (!r.status.ok()) run["message"] = r.status.message();
+    // FNV-1a of the final variables, as dtlab train --json prints it: equal digests, equal bits.
+    if (r.status.ok()) {
+      char digest[17];
+      std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(r.report.weights_digest));
+      run["weights_digest"] = digest;
+    }
     nlohmann::json values = nlohmann::json::object();
     for (const auto& [name, value] : r.values)
       if (std::isfinite(value)) values[name] = value;

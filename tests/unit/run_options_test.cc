@@ -56,13 +56,7 @@ StatusOr<TrainConfig> FromFlags(std::vector<std::string> args) {
   for (std::size_t i = 0; i < kBaseFlags.size(); i += 2)
     if (std::find(args.begin(), args.end(), kBaseFlags[i]) == args.end())
       args.insert(args.begin(), {kBaseFlags[i], kBaseFlags[i + 1]});
-  po::options_description options("Options");
-  cli::AddRunFlags(options);
-  po::variables_map values;
-  DTLAB_RETURN_IF_ERROR(cli::ParseCommandLine("train", options, args, values).status());
-  RunSettings settings;
-  DTLAB_RETURN_IF_ERROR(cli::ApplyRunFlags(values, settings));
-  ApplyDependentDefaults(settings, OptionSource::kCommandLine);
+  DTLAB_ASSIGN_OR_RETURN(const RunSettings settings, cli::RunSettingsFromArguments(args));
   DTLAB_RETURN_IF_ERROR(settings.config.Validate());
   return settings.config;
 }
