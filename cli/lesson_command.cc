@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/progress_line.h"
 #include "cli/run_flags.h"
 #include "core/file_io.h"
 #include "lessons/lesson_player.h"
@@ -19,8 +20,9 @@ namespace {
 namespace po = boost::program_options;
 
 // Runs a lesson's run block as a scenario: its table, its named values (the main
-// run's by name, a variant's as "variant.name") and its plots.
-StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request) {
+// run's by name, a variant's as "variant.name") and its plots. `progress`: draw
+// the run's progress under the "(running ...)" line (a terminal only).
+StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request, bool progress) {
   std::string path;
   if (request.scenario.find('/') != std::string::npos || request.scenario.ends_with(".toml")) {
     path = (std::filesystem::path(request.lesson_dir) / request.scenario).string();
@@ -28,7 +30,11 @@ StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request) {
     DTLAB_ASSIGN_OR_RETURN(path, ResolveScenarioPath(request.scenario));
   }
   DTLAB_ASSIGN_OR_RETURN(Scenario scenario, LoadScenario(path, request.sets));
-  DTLAB_ASSIGN_OR_RETURN(ScenarioResult result, RunScenario(scenario));
+  ProgressLine line(progress);  // cleared when it goes, before the run's table is printed
+  ScenarioRunOptions options;
+  options.observer = &line;
+  DTLAB_ASSIGN_OR_RETURN(ScenarioResult result, RunScenario(scenario, options));
+  line.Clear();
   if (!result.unexpected.ok()) return result.unexpected;
   LessonRunOutput out;
   out.text = FormatScenarioText(result, 80);
@@ -85,7 +91,9 @@ int LessonCommand(const std::vector<std::string>& args) {
   play.out = &std::cout;
   play.color = isatty(STDOUT_FILENO);
   play.width = width > 0 ? width : 80;
-  auto report = PlayLesson(*lesson, RunForLesson, play);
+  const bool progress = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
+  auto report = PlayLesson(
+      *lesson, [progress](const LessonRunRequest& request) { return RunForLesson(request, progress); }, play);
   std::cout.flush();
   if (!report.ok()) return ReportError("lesson", report.status());
   if (!html.empty())

@@ -33,8 +33,12 @@ int EnvInt(const char* name, int fallback) {
   return parsed.ok() ? *parsed : fallback;
 }
 
-void Forward(int signal) {
+void Forward(int signal, siginfo_t* info, void*) {
   if (signal != SIGCONT && signal != SIGTSTP) forwarded = signal;
+  // A signal from the terminal (Ctrl-C) reached the whole process group, the
+  // worker too: passing it on would make one Ctrl-C two, and the second stops
+  // the worker at once instead of after its step (cli/graceful_stop.h).
+  if (info != nullptr && info->si_code == SI_KERNEL) return;
   if (worker_pid > 0) kill(static_cast<pid_t>(worker_pid), signal);
 }
 
@@ -67,7 +71,8 @@ int SuperviseWorker() {
   }
   worker_pid = pid;
   struct sigaction forward {};
-  forward.sa_handler = Forward;
+  forward.sa_sigaction = Forward;
+  forward.sa_flags = SA_SIGINFO;
   sigemptyset(&forward.sa_mask);
   for (const int s : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP})
     sigaction(s, &forward, nullptr);

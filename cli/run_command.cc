@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/graceful_stop.h"
 #include "cli/progress_line.h"
 #include "cli/run_flags.h"
 #include "core/file_io.h"
+#include "core/text.h"
 #include "lessons/lesson.h"
 #include "scenarios/catalog.h"
 #include "scenarios/scenario_report.h"
@@ -27,8 +29,25 @@ int ExitCodeOf(const ScenarioResult& result) {
   return result.all_as_expected ? 0 : 1;
 }
 
+// A scenario stopped by SIGINT or SIGTERM (cli/graceful_stop.h): what was done, on
+// `out`; the exit code.
+int ReportStop(const ScenarioResult& result, std::size_t runs, std::FILE* out) {
+  const RunResult& last = result.runs.back();
+  std::string completed;
+  for (std::size_t i = 0; i + 1 < result.runs.size(); ++i)
+    completed += (completed.empty() ? "" : ", ") + result.runs[i].name;
+  std::fprintf(out,
+               "stopped at step %lld of run '%s' (run %zu of %zu); completed: %s. The checks did not run; a "
+               "scenario starts afresh, so rerun the same command to run it again.\n",
+               static_cast<long long>(last.report.steps), EscapeControl(last.name).c_str(), result.runs.size(), runs,
+               completed.empty() ? "none" : EscapeControl(completed).c_str());
+  std::fflush(out);
+  return ExitCodeForStop(result.stopped_by);
+}
+
 // The flagship's one-screen summary: each listed scenario run, one line each.
-int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann::json* json) {
+int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann::json* json,
+               const std::atomic<int>* stop_request) {
   if (scenario.summary.empty()) return 0;
   std::fprintf(out, "\nThe classic pitfalls, each a built-in scenario (dtlab run NAME shows its table):\n");
   int worst = 0;
@@ -40,9 +59,11 @@ int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann
     ProgressLine line(progress);
     ScenarioRunOptions options;
     options.observer = &line;
+    options.stop_request = stop_request;
     auto result = RunScenario(*pitfall, options);
     line.Clear();
     if (!result.ok()) return ReportError("run", result.status());
+    if (result->stopped_by != 0) return ReportStop(*result, pitfall->runs.size(), out);
     const int code = ExitCodeOf(*result);
     worst = std::max(worst, code);
     const std::string headline = pitfall->headline.empty() ? pitfall->title : FormatHeadline(*result);
@@ -109,9 +130,11 @@ int RunCommand(const std::vector<std::string>& args) {
   ScenarioRunOptions run_options;
   run_options.observer = &line;
   run_options.trace_path = trace;
+  run_options.stop_request = InstallGracefulStop(isatty(STDERR_FILENO));
   auto result = RunScenario(*scenario, run_options);
   line.Clear();
   if (!result.ok()) return ReportError("run", result.status());
+  if (result->stopped_by != 0) return ReportStop(*result, scenario->runs.size(), json ? stderr : stdout);
 
   if (!report.empty())
     if (Status s = WriteFileAtomically(report, RenderScenarioReport(*result)); !s.ok()) return ReportError("run", s);
@@ -125,13 +148,13 @@ int RunCommand(const std::vector<std::string>& args) {
     nlohmann::json out = ScenarioToJson(*result);
     if (!scenario->summary.empty()) {
       out["summary"] = nlohmann::json::array();
-      code = std::max(code, RunSummary(*scenario, stderr, progress, &out["summary"]));
+      code = std::max(code, RunSummary(*scenario, stderr, progress, &out["summary"], run_options.stop_request));
     }
     PrintJson(out);
   } else {
     std::fputs(FormatScenarioText(*result).c_str(), stdout);
     std::fflush(stdout);
-    code = std::max(code, RunSummary(*scenario, stdout, progress, nullptr));
+    code = std::max(code, RunSummary(*scenario, stdout, progress, nullptr, run_options.stop_request));
   }
   if (!result->unexpected.ok()) ReportError("run", result->unexpected);
   return code;

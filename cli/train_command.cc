@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -13,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/console_observer.h"
+#include "cli/graceful_stop.h"
 #include "cli/run_flags.h"
 #include "scenarios/replay.h"
 #include "scenarios/scenario_writer.h"
@@ -30,45 +31,6 @@ namespace dtlab::cli {
 namespace {
 
 namespace po = boost::program_options;
-using Clock = std::chrono::steady_clock;
-
-// One line: what a resumed run carried over from its checkpoint and what changed,
-// e.g. "Carried over: the weights (8 variables), the adam slots m, v (16 variables)
-// and iteration count 30, step 30, epoch 1 after 3840 of 60000 examples; changed:
-// replicas 4 -> 3".
-std::string DescribeResume(const ResumeReport& r) {
-  auto n = [](std::int64_t v) { return std::to_string(v); };
-  std::string line = "Carried over: the weights (" + n(r.model_variables) + " variables), ";
-  if (r.optimizer_slots.empty()) {
-    line += "the optimizer's iteration count " + n(r.optimizer_iterations) + " (it has no slots)";
-  } else {
-    std::string slots;
-    for (const auto& slot : r.optimizer_slots) slots += (slots.empty() ? "" : ", ") + slot;
-    line += "the optimizer's slots " + slots + " (" + n(r.optimizer_slot_variables) +
-            " variables) and iteration count " + n(r.optimizer_iterations);
-  }
-  line += ", step " + n(r.step) + ", epoch " + n(r.epoch) + " after " + n(r.position.examples_consumed) + " of " +
-          n(r.epoch_examples) + " examples";
-  if (r.global_batch != r.checkpoint_global_batch) {
-    line += " (batch " + n(r.checkpoint_step_in_epoch) + " at global batch " + n(r.checkpoint_global_batch) +
-            ", now batch " + n(r.position.step_in_epoch) + " at " + n(r.global_batch);
-    if (r.position.examples_skipped > 0)
-      line += "; " + n(r.position.examples_skipped) + " examples of this epoch left out, none repeated";
-    line += ")";
-  }
-  line += "; changed: ";
-  if (r.changes.empty()) line += "nothing the checkpoint records";
-  for (std::size_t i = 0; i < r.changes.size(); ++i) {
-    std::string setting = r.changes[i].setting;
-    std::replace(setting.begin(), setting.end(), '_', ' ');
-    line += (i ? ", " : "") + setting + " " + r.changes[i].checkpoint + " -> " + r.changes[i].run;
-  }
-  if (!r.layout_recorded) line += " (exact mode does not record the strategy, replicas or workers)";
-  if (r.data_order_changed)
-    line += "; the data order changed, so the rest of epoch " + n(r.epoch) +
-            " is not what the checkpoint's run would have seen";
-  return line;
-}
 
 nlohmann::json ResumeToJson(const ResumeReport& r) {
   nlohmann::json changes = nlohmann::json::array();
@@ -93,81 +55,6 @@ nlohmann::json ResumeToJson(const ResumeReport& r) {
             {"examples_skipped", r.position.examples_skipped},
             {"epoch_examples", r.epoch_examples}}}};
 }
-
-// Prints the tutorial's lines to `out` and, on a terminal, a progress bar on stderr.
-class ConsoleObserver final : public TrainObserver {
- public:
-  ConsoleObserver(std::FILE* out, bool progress_bar, std::int64_t epochs)
-      : out_(out), progress_bar_(progress_bar), epochs_(epochs) {}
-
-  void OnStart(const std::string& summary, std::int64_t resumed_from_step) override {
-    std::fputs(summary.c_str(), out_);
-    if (resumed_from_step >= 0)
-      std::fprintf(out_, "Resuming from the checkpoint at step %lld\n", static_cast<long long>(resumed_from_step));
-    std::fflush(out_);
-  }
-  void OnResume(const ResumeReport& resume) override {
-    std::fprintf(out_, "%s\n", DescribeResume(resume).c_str());
-    std::fflush(out_);
-  }
-  void OnInput(const std::string& description) override {
-    std::fprintf(out_, "Input: %s\n", description.c_str());
-    std::fflush(out_);
-  }
-  void OnEpochBegin(std::int64_t epoch, float learning_rate, std::int64_t) override {
-    epoch_ = epoch;
-    epoch_start_ = last_draw_ = Clock::now();
-    std::fprintf(out_, "Learning rate for epoch %lld is %g\n", static_cast<long long>(epoch), learning_rate);
-    std::fflush(out_);
-  }
-  void OnStep(std::int64_t step, std::int64_t steps, float loss, float accuracy) override {
-    if (!progress_bar_) return;
-    const auto now = Clock::now();
-    if (step != steps && now - last_draw_ < std::chrono::milliseconds(100)) return;
-    last_draw_ = now;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * step / std::max<std::int64_t>(steps, 1));
-    std::string bar(static_cast<std::size_t>(filled), '=');
-    if (filled < kWidth) bar += '>';
-    bar.resize(kWidth, ' ');
-    const double seconds = std::chrono::duration<double>(now - epoch_start_).count();
-    std::fprintf(stderr, "\rEpoch %lld/%lld [%s] %lld/%lld  loss %.4f  accuracy %.2f%%  %.1fs ",
-                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), bar.c_str(),
-                 static_cast<long long>(step), static_cast<long long>(steps), loss, accuracy * 100.0f, seconds);
-    std::fflush(stderr);
-  }
-  void OnEvaluating() override {
-    if (progress_bar_) std::fputs("  evaluating...", stderr), std::fflush(stderr);
-  }
-  void OnEpochEnd(const EpochReport& r) override {
-    if (progress_bar_) std::fputs("\r\033[K", stderr);
-    std::fprintf(out_, "Epoch %lld, Loss: %.4f, Accuracy: %.2f, Test Loss: %.4f, Test Accuracy: %.2f  (%.1f s)\n",
-                 static_cast<long long>(r.epoch), r.train_loss, r.train_accuracy * 100.0f, r.test_loss,
-                 r.test_accuracy * 100.0f, r.seconds);
-    std::fflush(out_);
-  }
-  void OnReferenceFailure(const StepCheck& check) override {
-    if (reported_failure_) return;
-    reported_failure_ = true;
-    if (progress_bar_) std::fputs("\r\033[K", stderr);
-    std::fprintf(out_, "Reference check FAILED at step %lld: %s\n", static_cast<long long>(check.step),
-                 check.explanation.c_str());
-    std::fflush(out_);
-  }
-  void OnTrainStep(const StepRecord& record) override { ReportCompletedSteps(record.step); }
-  void OnCheckpoint(const std::string& path) override {
-    if (progress_bar_) std::fputs("\r\033[K", stderr);
-    std::fprintf(out_, "Saved checkpoint %s\n", path.c_str());
-    std::fflush(out_);
-  }
-
- private:
-  std::FILE* out_;
-  bool progress_bar_;
-  bool reported_failure_ = false;
-  std::int64_t epochs_, epoch_ = 0;
-  Clock::time_point epoch_start_, last_draw_;
-};
 
 struct StalenessSummary {
   std::int64_t max = 0;
@@ -253,6 +140,31 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
   }
   if (!report.last_checkpoint.empty()) out["last_checkpoint"] = report.last_checkpoint;
   return out;
+}
+
+// A run stopped by SIGINT or SIGTERM (cli/graceful_stop.h): where it stopped and
+// how to go on, on `human` (null on the ranks that do not report); the exit code.
+int ReportStop(const TrainConfig& config, const TrainReport& report, std::FILE* human, bool json) {
+  if (human != nullptr) {
+    const std::string saved = !report.last_checkpoint.empty() ? report.last_checkpoint
+                              : !config.backup_dir.empty()    ? "the backup in " + config.backup_dir
+                                                              : "";
+    if (!saved.empty())
+      std::fprintf(human, "stopped at step %lld; rerun the same command to resume (saved %s)\n",
+                   static_cast<long long>(report.steps), EscapeControl(saved).c_str());
+    else
+      std::fprintf(human,
+                   "stopped at step %lld; nothing was saved to resume from (give --checkpoint-dir to save "
+                   "where a run stops)\n",
+                   static_cast<long long>(report.steps));
+    std::fflush(human);
+    if (json) {
+      nlohmann::json out = ToJson(config, report);
+      out["stopped"] = {{"signal", report.stopped_by}, {"step", report.steps}};
+      PrintJson(out);
+    }
+  }
+  return ExitCodeForStop(report.stopped_by);
 }
 
 std::string ModelList() {
@@ -452,12 +364,19 @@ int TrainCommand(const std::vector<std::string>& args) {
     quiet.reset(std::fopen("/dev/null", "w"));
     if (quiet) human = quiet.get();
   }
-  ConsoleObserver observer(human, run.rank == 0 && !settings.no_progress && isatty(STDERR_FILENO), config.epochs);
+  // The progress counts the run's steps when --steps ends it before its epochs do.
+  TrainConfig all_epochs = config;
+  all_epochs.max_steps = -1;
+  const std::int64_t last_step = LastStep(config, data->train.count);
+  ConsoleObserver observer(human, run.rank == 0 && !settings.no_progress && isatty(STDERR_FILENO), config.epochs,
+                           last_step < LastStep(all_epochs, data->train.count) ? last_step : 0);
+  config.stop_request = InstallGracefulStop(isatty(STDERR_FILENO));
   auto report = Train(config, *data, &observer);
   if (!report.ok()) return ReportError(command, report.status());
 #ifdef DTLAB_WITH_MPI
   if (run.group) run.group->Finish();
 #endif
+  if (report->stopped_by != 0) return ReportStop(config, *report, run.rank == 0 ? human : nullptr, json);
   if (run.rank != 0) return report->reference_check && !report->reference_check->within_bound ? 1 : 0;
   const bool async = config.cluster.strategy == StrategyKind::kParameterServer;
   if (mpi && async)

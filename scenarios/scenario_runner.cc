@@ -444,8 +444,15 @@ StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const ScenarioRun
     }
     if (i == 0) config.trace_path = options.trace_path;
     if (options.adjust_config) options.adjust_config(config);
+    config.stop_request = options.stop_request;
     Recorder recorder(run, options.observer, r.steps, options.record_digests);
     auto report = Train(config, *d, &recorder);
+    if (report.ok() && report->stopped_by != 0) {  // a graceful stop: no more runs, no checks
+      result.stopped_by = report->stopped_by;
+      r.report = std::move(report).value();
+      result.runs.push_back(std::move(r));
+      return result;
+    }
     if (report.ok()) {
       r.report = std::move(report).value();
       ComputeValues(r, recorder);

@@ -11,6 +11,7 @@
 // the replicas inside it).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -71,6 +72,9 @@ struct ScenarioResult {
   /// A run stopped with an error no check expected (refused or faulted): the
   /// process should exit with its code (2 or 3) after printing the table.
   Status unexpected;
+  /// A graceful stop (ScenarioRunOptions::stop_request): its signal. The last run
+  /// in `runs` stopped early, the ones before it are complete, and no check ran.
+  int stopped_by = 0;
 };
 
 /// Progress while a scenario runs (a line per run on a terminal).
@@ -89,6 +93,9 @@ struct ScenarioRunOptions {
   /// mode, a step limit, the compute backend).
   std::function<void(TrainConfig&)> adjust_config;
   bool record_digests = false;  // fill StepMetrics' digests
+  /// Stops the scenario after the current step of the current run when it becomes
+  /// nonzero (TrainConfig::stop_request). Not owned; null: never.
+  const std::atomic<int>* stop_request = nullptr;
 };
 
 /// The checkpoint directory of every run that needs one (one another run resumes

@@ -47,6 +47,14 @@ StatusOr<EpochOutcome> Cluster::TrainEpoch(const EpochRequest& request,
     if (capture) report.weights_before = &weights_before;
     if (!reduced_gradient.empty()) report.reduced_gradient = &reduced_gradient;
     DTLAB_RETURN_IF_ERROR(on_step(report));
+    if (request.stop_after_step) {
+      DTLAB_ASSIGN_OR_RETURN(const bool stop, request.stop_after_step());
+      if (stop) {
+        outcome.stopped = true;
+        ++index;  // this step is done: a resume continues after it
+        break;
+      }
+    }
   }
   outcome.step_in_epoch = index;
   if ((!outcome.stopped || outcome.steps > request.steps_before) && !ReplicasInSync())

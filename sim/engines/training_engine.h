@@ -42,6 +42,11 @@ struct EpochRequest {
   std::vector<std::int64_t> first_worker_batches;
   std::int64_t capture_step = -1;       // keep the weights before this step and its gradient (--dump-step)
   bool every_reduced_gradient = false;  // report every step's reduced gradient
+  // Asked after every step (after on_step), on every rank of a synchronous engine,
+  // so it may be collective: true ends the epoch there, as max_steps does (a
+  // graceful stop, sim/training/trainer.h). Unset: never. Asynchronous engines do
+  // not ask it.
+  std::function<StatusOr<bool>()> stop_after_step;
 };
 
 /// What one optimizer step did, as the engine reports it to the loop. Pointers
@@ -70,7 +75,7 @@ struct EngineStep {
 struct EpochOutcome {
   std::int64_t steps = 0;          // optimizer steps of the run after the epoch (every rank's count)
   std::int64_t step_in_epoch = 0;  // where the epoch stopped (EngineStep::step_in_epoch), or its step count
-  bool stopped = false;            // max_steps ended the run in this epoch
+  bool stopped = false;            // max_steps or stop_after_step ended the run in this epoch
 };
 
 class TrainingEngine {

@@ -468,4 +468,9 @@ Status RunCheckpoints::Finish(TrainingEngine& engine, TrainObserver& observer) {
   return Status::Ok();
 }
 
+Status RunCheckpoints::Stopped(TrainingEngine& engine, TrainObserver& observer) {
+  if (manager_ && state_.step != last_saved_step_) DTLAB_RETURN_IF_ERROR(Save(engine, observer));
+  return SaveBackup(engine);  // kept: the run did not end normally
+}
+
 }  // namespace dtlab

@@ -63,6 +63,10 @@ class RunCheckpoints {
   /// was just saved, so that eval and resume see the trained model, then deletes
   /// the backup (BackupAndRestore's rule).
   Status Finish(TrainingEngine& engine, TrainObserver& observer);
+  /// When training stopped early on a request (TrainConfig::stop_request): saves
+  /// the state where it stopped unless that step was just saved, and backs it up,
+  /// keeping the backup, so that rerunning the same command resumes there.
+  Status Stopped(TrainingEngine& engine, TrainObserver& observer);
 
  private:
   Status Restore(CheckpointManager& manager, const char* option, std::int64_t epoch_examples);

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <span>
 #include <sstream>
+#include <vector>
 
 #include <tbb/task_arena.h>
 
@@ -402,12 +404,29 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   double train_seconds = 0;
   const float default_rate = state.optimizer->default_learning_rate();
   bool stop = config.max_steps >= 0 && state.step >= config.max_steps;
+  // A graceful stop: any rank asked, every rank stops (each reads its own request,
+  // and they agree), so all stop after the same step.
+  int stopped_by = 0;
+  const std::function<StatusOr<bool>()> stop_requested = [&]() -> StatusOr<bool> {
+    const std::int32_t mine = config.stop_request->load();
+    stopped_by = mine;
+    if (config.worker_group != nullptr) {
+      std::vector<std::int32_t> all(static_cast<std::size_t>(config.worker_group->size()));
+      std::vector<std::size_t> one(all.size(), 1);
+      DTLAB_RETURN_IF_ERROR(config.worker_group->AllGatherValues(
+          std::span<const std::int32_t>(&mine, 1), std::span<std::int32_t>(all), one, "agreeing to stop", state.step));
+      stopped_by = *std::max_element(all.begin(), all.end());
+    }
+    return stopped_by != 0;
+  };
+  const bool async = config.cluster.strategy == StrategyKind::kParameterServer;
   for (; state.epoch < config.epochs && !stop; ++state.epoch) {
     const float learning_rate = LearningRateFor(config, default_rate, state.epoch + 1);
     const EpochBatches batches = dataset.Iterate(state.epoch);
     observer->OnEpochBegin(state.epoch + 1, learning_rate, static_cast<std::int64_t>(batches.size()));
     const auto epoch_start = Clock::now();
-    const EpochRequest request = MakeEpochRequest(config, state, train, batches, learning_rate, *observer);
+    EpochRequest request = MakeEpochRequest(config, state, train, batches, learning_rate, *observer);
+    if (config.stop_request != nullptr && !async) request.stop_after_step = stop_requested;
     // After every optimizer step: the dump, the reference check, the simulated
     // time, the running metrics, the observer and the checkpoints.
     auto on_step = [&](const EngineStep& step) -> Status {
@@ -445,6 +464,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
                              "; try a smaller --lr");
     const double epoch_train_seconds = SecondsSince(epoch_start);
     train_seconds += epoch_train_seconds;
+    if (stopped_by != 0) break;  // stopped in the epoch: saved below, nothing evaluated
     if (steps_this_epoch == 0 && stop) break;
 
     observer->OnEvaluating();
@@ -465,8 +485,22 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     state.train_loss_total = state.train_batches = 0.0f;
     engine.ResetMetrics();
     DTLAB_RETURN_IF_ERROR(checkpoints.AfterEpoch(engine, *observer));
+    // --steps ended on the epoch's last step: no next epoch to begin (nor announce).
+    stop = config.max_steps >= 0 && state.step >= config.max_steps;
+    if (config.stop_request != nullptr && async && !stop) {  // parameter_server stops between epochs
+      DTLAB_ASSIGN_OR_RETURN(const bool stop_now, stop_requested());
+      if (stop_now) {
+        ++state.epoch;  // the next epoch, from its start
+        break;
+      }
+    }
   }
-  DTLAB_RETURN_IF_ERROR(checkpoints.Finish(engine, *observer));
+  if (stopped_by != 0) {
+    DTLAB_RETURN_IF_ERROR(checkpoints.Stopped(engine, *observer));
+  } else {
+    DTLAB_RETURN_IF_ERROR(checkpoints.Finish(engine, *observer));
+  }
+  report.stopped_by = stopped_by;
 
   report.steps = state.step;
   report.seconds = train_seconds;

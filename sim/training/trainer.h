@@ -17,6 +17,7 @@
 // metrics and checkpoints for any thread count.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -98,6 +99,14 @@ struct TrainConfig {
   /// Where the replicas' forward and backward passes run (sim/compute/device_backend.h):
   /// made for the run's model when set; unset, the CPU. Synchronous strategies only.
   std::function<StatusOr<std::unique_ptr<ComputeBackend>>(const Sequential<float>&)> make_compute_backend;
+  /// A graceful stop (docs/training.md, "Stopping a run"): set asynchronously, by a
+  /// signal handler (cli/graceful_stop.h), to the signal's number. Nonzero: the
+  /// run finishes its step, saves a checkpoint in checkpoint_dir and the backup
+  /// (which it keeps), and returns with TrainReport::stopped_by set. The ranks of
+  /// an MPI run agree after every step, so all stop after the same one.
+  /// Synchronous strategies stop after any step; parameter_server at the end of
+  /// its epoch. Not owned; null: never.
+  const std::atomic<int>* stop_request = nullptr;
 
   std::int64_t global_batch_size() const { return global_batch.value_or(batch_per_replica * cluster.replicas); }
 
@@ -198,6 +207,7 @@ struct TrainReport {
   std::int64_t collective_bytes = 0;    // bytes all collectives moved between replicas
   std::vector<std::int64_t> staleness;  // parameter_server: per update, in update order
   std::uint64_t weights_digest = 0;     // FNV-1a of the final variables' bytes: equal digests, equal bits
+  int stopped_by = 0;                   // TrainConfig::stop_request's value (a signal) when the run stopped early on it
 };
 
 /// What one synchronous step did, for observers that record per-step metrics
