@@ -40,7 +40,7 @@ class ConsoleObserver final : public TrainObserver {
   bool progress_bar_;
   bool reported_failure_ = false;
   std::int64_t epochs_, last_step_, epoch_ = 0;
-  std::int64_t run_step_ = 0;          // optimizer steps (or updates) of the run so far
+  std::int64_t run_step_ = 0;           // optimizer steps (or updates) of the run so far
   std::int64_t epoch_first_step_ = -1;  // the epoch's step count at its first step seen here
   Clock::time_point epoch_start_, last_draw_;
 };

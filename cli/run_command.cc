@@ -104,7 +104,8 @@ int RunCommand(const std::vector<std::string>& args) {
       ParseOptions("run", "SCENARIO [options]",
                    "Runs a scenario: the runs it declares (a cluster, data, loss code, math mode), then its checks,\n"
                    "each against the verdict the file expects. Exit 0 when every verdict is as expected, 1 when one\n"
-                   "is not, 2 for a bad file or option, 3 when a run faults unexpectedly.\n"
+                   "is not, 2 for a bad file or option, 3 when a run faults unexpectedly, 130 (143) when Ctrl-C\n"
+                   "(SIGTERM) stopped it after the current step of the run in progress.\n"
                    "Built-in scenarios: dtlab list. File format: docs/scenarios.md.",
                    options, args, values, &positional);
   if (parsed >= 0) return parsed;

@@ -287,7 +287,9 @@ int TrainCommand(const std::vector<std::string>& args) {
                    "on --replicas simulated replicas (--strategy), or on several processes and machines:\n"
                    "  mpirun -np W dtlab train --strategy multi_worker_mirrored --replicas-per-worker R\n"
                    "  mpirun -np 1+W+P dtlab train --strategy parameter_server --parameter-servers P\n"
-                   "(docs/mpi.md).\n\n" +
+                   "(docs/mpi.md).\n"
+                   "Ctrl-C (SIGINT) or SIGTERM stops after the current step, saves a checkpoint in --checkpoint-dir\n"
+                   "and exits 130 (143); rerun the same command to resume. A second Ctrl-C stops at once.\n\n" +
                        ModelList(),
                    options, args, values);
   if (parsed >= 0) return parsed;
