@@ -13,16 +13,6 @@ source "$(dirname "$0")/lib.bash"
 PTY=(python3 "$DTLAB_SOURCE_DIR/tests/cli/pty_run.py")
 TRAIN=(train --no-progress --epochs 1 --steps 300)  # epoch 1 has 938 steps: the stop lands inside it
 
-# wait_for FILE TEXT PID: until FILE holds TEXT (or PID has ended); no fixed sleep.
-wait_for() {
-  local i
-  for i in $(seq 1 1200); do
-    grep -qF -- "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 # handler_installed PID: the process catches SIGINT (/proc/PID/status, SigCgt bit 2).
 handler_installed() {
   local i mask
@@ -43,10 +33,10 @@ stop_after() {
   shift
   "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
   pid=$!
-  wait_for "$WORK/$name.out" "Learning rate for epoch 1" "$pid" || fail "$name: training never began"
+  wait_for_text "$WORK/$name.out" "Learning rate for epoch 1" "$pid" || fail "$name: training never began"
   for s in "${signals[@]}"; do
     kill "-$s" "$pid"
-    wait_for "$WORK/$name.err" "stopping after the current step" "$pid" || true
+    wait_for_text "$WORK/$name.err" "stopping after the current step" "$pid" || true
   done
   wait "$pid"
   echo $? >"$WORK/$name.rc"

@@ -71,3 +71,16 @@ mpi_workers() {
     for worker in $(pgrep -P "$supervisor" -x dtlab); do echo "$worker"; done
   done
 }
+
+# wait_for_text FILE TEXT PID: waits until FILE holds TEXT (a fixed string); fails
+# when PID ends first or after 2 minutes. For signalling a run at a known point
+# without a fixed sleep, which a loaded machine would outrun.
+wait_for_text() {
+  local i
+  for i in $(seq 1 2400); do
+    grep -qF -- "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}

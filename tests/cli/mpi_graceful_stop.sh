@@ -12,24 +12,13 @@ TRAIN=(train --strategy multi_worker_mirrored --replicas-per-worker 1 --epochs 1
 digest() { python3 -c "import json; print(json.load(open('$WORK/$1.out'))['weights_digest'])" 2>/dev/null || echo "none-$1"; }
 job() { "${MPIRUN[@]}" "$DTLAB" "${TRAIN[@]}" "$@"; }
 
-# wait_for FILE TEXT PID: until FILE holds TEXT (or PID has ended).
-wait_for() {
-  local i
-  for i in $(seq 1 2400); do
-    grep -qF -- "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
-
 expect_exit 0 whole -- job --json
 
 # SIGINT to rank 1's worker alone.
 D="$WORK/ckpt"
 job --checkpoint-dir "$D" >"$WORK/rank1.out" 2>"$WORK/rank1.err" </dev/null &
 pid=$!
-wait_for "$WORK/rank1.out" "Learning rate for epoch 1" "$pid" || fail "rank1: training never began"
+wait_for_text "$WORK/rank1.out" "Learning rate for epoch 1" "$pid" || fail "rank1: training never began"
 kill -INT $(mpi_workers "$pid" 1)
 wait "$pid"
 rc=$?
@@ -47,7 +36,7 @@ CHECKS=$((CHECKS + 1))
 # SIGINT to mpirun: it passes the signal on, every rank stops gracefully.
 job --checkpoint-dir "$WORK/ctrl_c" >"$WORK/ctrl_c.out" 2>"$WORK/ctrl_c.err" </dev/null &
 pid=$!
-wait_for "$WORK/ctrl_c.out" "Learning rate for epoch 1" "$pid" || fail "ctrl_c: training never began"
+wait_for_text "$WORK/ctrl_c.out" "Learning rate for epoch 1" "$pid" || fail "ctrl_c: training never began"
 kill -INT $(pgrep -P "$pid" mpirun)
 wait "$pid"
 expect_contains ctrl_c out "; rerun the same command to resume (saved $WORK/ctrl_c/ckpt-"
