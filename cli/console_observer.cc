@@ -1,5 +1,8 @@
 #include "cli/console_observer.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -99,8 +102,7 @@ void ConsoleObserver::OnStep(std::int64_t step, std::int64_t steps, float loss, 
   const auto now = Clock::now();
   if (done != total && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
-  // At most 80 columns for any count below a million steps.
-  constexpr int kWidth = 12;
+  constexpr int kWidth = 12;  // the whole line is about 75 columns
   const int filled = static_cast<int>(kWidth * std::min(done, total) / std::max<std::int64_t>(total, 1));
   std::string bar(static_cast<std::size_t>(filled), '=');
   if (filled < kWidth) bar += '>';
@@ -122,12 +124,22 @@ void ConsoleObserver::OnStep(std::int64_t step, std::int64_t steps, float loss, 
                   FormatTimeLeft(static_cast<double>(std::max<std::int64_t>(total - done, 0)) / rate).c_str());
     speed = text;
   }
-  std::fprintf(stderr, "\r%s loss %.4f acc %.2f%%%s\033[K", where, loss, accuracy * 100.0f, speed.c_str());
+  char line[256];
+  std::snprintf(line, sizeof line, "%s loss %.4f acc %.2f%%%s", where, loss, accuracy * 100.0f, speed.c_str());
+  // Never wider than the terminal: a wrapped line is not redrawn in place.
+  winsize size{};
+  const std::size_t columns = ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 80;
+  std::string text = line;
+  if (text.size() >= columns) text.resize(columns - 1);
+  std::fprintf(stderr, "\r%s\033[K", text.c_str());
   std::fflush(stderr);
 }
 
 void ConsoleObserver::OnEvaluating() {
-  if (progress_bar_) std::fputs(" evaluating...", stderr), std::fflush(stderr);
+  if (!progress_bar_) return;  // in place of the progress line, which may hold no more
+  std::fprintf(stderr, "\rEpoch %lld/%lld: evaluating on the test set...\033[K", static_cast<long long>(epoch_),
+               static_cast<long long>(epochs_));
+  std::fflush(stderr);
 }
 
 void ConsoleObserver::OnEpochEnd(const EpochReport& r) {
