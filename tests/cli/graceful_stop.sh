@@ -27,13 +27,14 @@ handler_installed() {
 # begin, sends the signals, each after the last one's note (signals that arrive
 # together count once); leaves NAME.{out,err} and NAME.rc.
 stop_after() {
-  local name=$1 signals=() pid s
+  local name=$1 signals=() pid s stream=out
   shift
   while [ "$1" != -- ]; do signals+=("$1"); shift; done
   shift
+  [[ " $* " == *" --json "* ]] && stream=err  # the human lines go to stderr
   "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
   pid=$!
-  wait_for_text "$WORK/$name.out" "Learning rate for epoch 1" "$pid" || fail "$name: training never began"
+  wait_for_text "$WORK/$name.$stream" "Learning rate for epoch 1" "$pid" || fail "$name: training never began"
   for s in "${signals[@]}"; do
     kill "-$s" "$pid"
     wait_for_text "$WORK/$name.err" "stopping after the current step" "$pid" || true
@@ -70,10 +71,11 @@ CHECKS=$((CHECKS + 1))
 [ "$(json_field resumed weights_digest)" = "$(json_field whole weights_digest)" ] ||
   fail "the resumed run ends with other weights than the uninterrupted one"
 
-# SIGTERM: 143, the same message.
-stop_after sigterm TERM -- "$DTLAB" "${TRAIN[@]}" --checkpoint-dir "$WORK/term"
+# SIGTERM: 143, the same message (on stderr with --json), and the JSON says where it stopped.
+stop_after sigterm TERM -- "$DTLAB" "${TRAIN[@]}" --checkpoint-dir "$WORK/term" --json
 expect_rc sigterm 143
-expect_contains sigterm out "; rerun the same command to resume (saved $WORK/term/ckpt-"
+expect_contains sigterm err "; rerun the same command to resume (saved $WORK/term/ckpt-"
+check_json sigterm "d['stopped']['signal'] == 15 and d['stopped']['step'] == d['steps'] and d['last_checkpoint'].endswith('ckpt-%d.safetensors' % d['steps'])"
 
 # A second signal stops at once, as SIGINT's default does: long steps (a global
 # batch of 4096) so that it lands while the first waits for the step to end.
