@@ -33,7 +33,9 @@ TrainConfig Config(const std::string& directory) {
 class StopAt : public TrainObserver {
  public:
   StopAt(std::atomic<int>& request, std::int64_t at) : request_(request), at_(at) {}
-  void OnStart(const std::string&, std::int64_t resumed_from_step) override { step_ = std::max<std::int64_t>(resumed_from_step, 0); }
+  void OnStart(const std::string&, std::int64_t resumed_from_step) override {
+    step_ = std::max<std::int64_t>(resumed_from_step, 0);
+  }
   void OnEpochBegin(std::int64_t epoch, float, std::int64_t) override { epochs_begun.push_back(epoch); }
   void OnStep(std::int64_t, std::int64_t, float, float) override {
     if (++step_ == at_) request_.store(SIGINT);
@@ -123,19 +125,17 @@ TEST(GracefulStop, StepsEndingOnAnEpochBoundaryBeginNoNextEpoch) {
   const auto dir = testing::FreshTestDirectory();
   std::atomic<int> never{0};
   TrainConfig config = Config(dir.string());
-  config.max_steps = 6;
-  StopAt observer(never, -1);
-  auto report = Train(config, data, &observer);
-  ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->steps, 6);
-  EXPECT_EQ(observer.epochs_begun, std::vector<std::int64_t>{1});
-  // The rerun with more steps goes on with epoch 2.
-  config.max_steps = 8;
-  StopAt again(never, -1);
-  auto more = Train(config, data, &again);
-  ASSERT_TRUE(more.ok()) << more.status().ToString();
-  EXPECT_EQ(more->steps, 8);
-  EXPECT_EQ(again.epochs_begun, std::vector<std::int64_t>{2});
+  // The epochs a run to `steps` begins (resuming from the run before).
+  const auto epochs_begun = [&](std::int64_t steps) {
+    config.max_steps = steps;
+    StopAt observer(never, -1);
+    auto report = Train(config, data, &observer);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_EQ(report.ok() ? report->steps : -1, steps);
+    return observer.epochs_begun;
+  };
+  EXPECT_EQ(epochs_begun(6), std::vector<std::int64_t>{1});
+  EXPECT_EQ(epochs_begun(8), std::vector<std::int64_t>{2});  // the rerun goes on with epoch 2
 }
 
 }  // namespace
