@@ -45,6 +45,7 @@ struct PlayOptions {
   std::istream* in = nullptr;   // required when interactive
   std::ostream* out = nullptr;  // required
   int width = 80;               // paragraphs are wrapped to this many columns
+  int fit_width = 0;            // code and tables wider than this wrap at spaces (0: printed as written)
   bool color = false;           // ANSI bold and colours
 };
 
