@@ -14,6 +14,7 @@
 #include "lessons/lesson_player.h"
 #include "scenarios/catalog.h"
 #include "scenarios/scenario_report.h"
+#include "scenarios/text_table.h"
 
 namespace dtlab::cli {
 namespace {
@@ -35,6 +36,7 @@ StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request, const Sc
   if (!result.unexpected.ok()) return result.unexpected;
   LessonRunOutput out;
   out.text = FormatScenarioText(result, text);
+  out.handout_text = FormatScenarioText(result, 80);  // a page is not a terminal: no colour, full tables
   for (const auto& run : result.runs)
     for (const auto& [name, value] : run.values)
       out.values.emplace_back(run.name == "main" ? name : run.name + "." + name, value);
@@ -83,8 +85,12 @@ int LessonCommand(const std::vector<std::string>& args) {
     auto lessons = LoadLessonDirectory(lessons_dir);
     if (!lessons.ok()) return ReportError("lesson", lessons.status());
     std::printf("Lessons (dtlab lesson NAME):\n");
-    for (const auto& l : *lessons)
-      std::printf("  %-28s %s\n      %s\n", l.name.c_str(), l.title.c_str(), l.summary.c_str());
+    const int fit = width > 0 ? width : FitWidth();  // on a terminal, summaries wrap
+    for (const auto& l : *lessons) {
+      const std::string name_column =
+          "  " + l.name + std::string(l.name.size() < 28 ? 28 - l.name.size() : 0, ' ') + " ";
+      std::fputs((HangText(name_column, l.title, fit) + HangText("      ", l.summary, fit)).c_str(), stdout);
+    }
     return 0;
   }
   auto lesson = FindLesson(lessons_dir, name);

@@ -50,14 +50,11 @@ int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann
     worst = std::max(worst, code);
     const std::string headline = pitfall->headline.empty() ? pitfall->title : FormatHeadline(*result);
     const std::string verdict = code == 0 ? "as expected" : "NOT AS EXPECTED";
-    char padded_name[64];
-    std::snprintf(padded_name, sizeof padded_name, "  %-27s ", name.c_str());
+    const std::string padded_name = "  " + name + std::string(name.size() < 27 ? 27 - name.size() : 0, ' ') + " ";
     // On a narrow terminal the headline wraps under itself (the name and verdict take 47 columns).
-    std::string text = padded_name + Paint(verdict, code == 0 ? Tone::kPass : Tone::kFail, color) +
-                       std::string(17 - verdict.size(), ' ');
-    const auto lines = WrapWords(headline, width > 0 ? std::max(20, width - 47) : 0);
-    for (std::size_t i = 0; i < lines.size(); ++i) text += (i ? "\n" + std::string(47, ' ') : "") + lines[i];
-    std::fputs((text + "\n").c_str(), out);
+    const std::string prefix = padded_name + Paint(verdict, code == 0 ? Tone::kPass : Tone::kFail, color) +
+                               std::string(17 - verdict.size(), ' ');
+    std::fputs(HangText(prefix, headline, width).c_str(), out);
     if (json)
       json->push_back({{"scenario", name},
                        {"title", pitfall->title},
@@ -178,17 +175,22 @@ int ListCommand(const std::vector<std::string>& args) {
     PrintJson(out);
     return code;
   }
+  // On a terminal a long title wraps beside its name.
+  const int width = FitWidth();
+  const auto name_column = [](const std::string& name) {
+    return "  " + name + std::string(name.size() < 28 ? 28 - name.size() : 0, ' ') + " ";
+  };
   std::printf("Scenarios (dtlab run NAME):\n");
   for (const auto& s : scenarios) {
     if (!s.error.empty()) {
-      std::printf("  %-28s (does not load: %s)\n", s.name.c_str(), s.error.c_str());
+      std::fputs(HangText(name_column(s.name), "(does not load: " + s.error + ")", width).c_str(), stdout);
       code = 2;
       continue;
     }
-    std::printf("  %-28s %s\n", s.name.c_str(), s.title.c_str());
+    std::fputs(HangText(name_column(s.name), s.title, width).c_str(), stdout);
   }
   std::printf("\nLessons (dtlab lesson NAME):\n");
-  for (const auto& l : *lessons) std::printf("  %-28s %s\n", l.name.c_str(), l.title.c_str());
+  for (const auto& l : *lessons) std::fputs(HangText(name_column(l.name), l.title, width).c_str(), stdout);
   return code;
 }
 

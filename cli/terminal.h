@@ -5,7 +5,7 @@
 // unset, is not fitted at all (FitWidth() is 0): its tables keep their full width,
 // which is what the golden files hold.
 //
-// Colour (--color auto|always|never, https://no-color.org): auto colours only when
+// Colour (--color auto|always|never, and the NO_COLOR convention): auto colours only when
 // stdout is a terminal and NO_COLOR is unset or empty; always colours even into a
 // file; never does not colour.
 #pragma once

@@ -573,7 +573,8 @@ std::string RenderHandout(const Lesson& lesson, const PlayReport& played) {
       }
       latest = &*it;
       doc.AddHeading(4, "Run: " + RunLabel(run));
-      if (!it->output.text.empty()) doc.AddPreformatted(it->output.text);
+      const std::string& text = it->output.handout_text.empty() ? it->output.text : it->output.handout_text;
+      if (!text.empty()) doc.AddPreformatted(StripAnsi(text));
       if (const Values shown = ShownValues(lesson, k, run, it->output.values); !shown.empty()) {
         std::vector<std::vector<std::string>> rows;
         for (const auto& [name, value] : shown) rows.push_back({name, Format("%.6g", value)});

@@ -32,6 +32,7 @@ struct LessonRunRequest {
 /// What the runner reports of one run.
 struct LessonRunOutput {
   std::string text;                                    // the run's verdict table as printed
+  std::string handout_text;                            // as the handout shows it (plain, 80 columns); empty: text
   std::vector<std::pair<std::string, double>> values;  // named numbers, e.g. {"gradient_ratio", 4.0}
   std::vector<std::string> svg_plots;                  // inline <svg> elements, for the handout
   bool verdicts_as_expected = true;

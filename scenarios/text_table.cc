@@ -235,6 +235,14 @@ std::string WrapLines(const std::string& text, int width, int hang) {
   return out;
 }
 
+std::string HangText(const std::string& prefix, const std::string& text, int width) {
+  const std::size_t indent = VisibleWidth(prefix);
+  const auto lines = WrapWords(text, width > 0 ? std::max(20, width - static_cast<int>(indent)) : 0);
+  std::string out;
+  for (std::size_t i = 0; i < lines.size(); ++i) out += (i == 0 ? prefix : std::string(indent, ' ')) + lines[i] + "\n";
+  return out;
+}
+
 FittedTable FitTable(const TextTable& table, int width, bool color) {
   std::vector<std::size_t> shown;
   for (std::size_t c = 0; c < table.columns.size(); ++c) shown.push_back(c);

@@ -44,6 +44,11 @@ std::vector<std::string> WrapWords(const std::string& text, int width);
 /// start with the line's own indentation plus `hang` spaces. Width <= 0: unchanged.
 std::string WrapLines(const std::string& text, int width, int hang = 2);
 
+/// `prefix` (a padded first column) and `text` word-wrapped beside it, each further
+/// line indented as wide as `prefix`, "\n" after each; the text gets at least 20
+/// columns. Width <= 0: prefix + text on one line.
+std::string HangText(const std::string& prefix, const std::string& text, int width);
+
 struct TableColumn {
   std::string header;
   std::string short_header;  // shown when the table must shrink (empty: the header)

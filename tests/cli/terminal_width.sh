@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Output that fits the terminal, and colour where it helps (docs/output.md):
+# Output that fits the terminal, and colour where it helps (docs/scenarios.md, "On a terminal"):
 #  - on an 80-column pseudo-terminal, no line of `dtlab run`, `dtlab lesson` (its
 #    prompts answered) or `dtlab train --steps` is wider than 80 (ANSI codes
 #    stripped; tests/cli/terminal_width.py), nor at 40 columns for a run;
@@ -56,6 +56,14 @@ CHECKS=$((CHECKS + 1))
 awk 'length($0) > 72 { bad = 1 } END { exit bad }' "$WORK/columns.out" || fail "COLUMNS=72: a line is wider"
 awk 'length($0) > 64 { bad = 1 } END { exit bad }' "$WORK/width.out" || fail "--width 64: a line is wider"
 expect_contains columns out "(left out to fit 72 columns:"
+
+# A handout written from a coloured, narrow lesson has neither colour nor the narrow layout.
+expect_exit 0 handout -- "$DTLAB" lesson loss-scaling --no-interactive --color always --width 60 \
+  --html "$WORK/handout.html"
+CHECKS=$((CHECKS + 1))
+grep -q $'\033\\[1m' "$WORK/handout.out" || fail "--color always did not colour the lesson"
+! grep -q $'\033' "$WORK/handout.html" || fail "colour codes in the handout"
+grep -q 'FAIL      FAIL  the pitfall, as expected' "$WORK/handout.html" || fail "the handout's table is not the full one"
 
 # The HTML report: the pitfall in its own colour and words, not a green check mark.
 expect_exit 0 report -- "$DTLAB" run per-replica-mean --no-progress --report "$WORK/report.html"
