@@ -2,16 +2,19 @@
 // reveal), or writes it as an HTML handout. The lesson's runs are scenarios.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
 #include "cli/command.h"
 #include "cli/run_flags.h"
+#include "cli/terminal.h"
 #include "core/file_io.h"
 #include "lessons/lesson_player.h"
 #include "scenarios/catalog.h"
 #include "scenarios/scenario_report.h"
+#include "scenarios/text_table.h"
 
 namespace dtlab::cli {
 namespace {
@@ -20,7 +23,8 @@ namespace po = boost::program_options;
 
 // Runs a lesson's run block as a scenario: its table, its named values (the main
 // run's by name, a variant's as "variant.name") and its plots.
-StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request) {
+// `text` lays out the table as the lesson's terminal needs it.
+StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request, const ScenarioTextOptions& text) {
   std::string path;
   if (request.scenario.find('/') != std::string::npos || request.scenario.ends_with(".toml")) {
     path = (std::filesystem::path(request.lesson_dir) / request.scenario).string();
@@ -31,7 +35,8 @@ StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request) {
   DTLAB_ASSIGN_OR_RETURN(ScenarioResult result, RunScenario(scenario));
   if (!result.unexpected.ok()) return result.unexpected;
   LessonRunOutput out;
-  out.text = FormatScenarioText(result, 80);
+  out.text = FormatScenarioText(result, text);
+  out.handout_text = FormatScenarioText(result, 80);  // a page is not a terminal: no colour, full tables
   for (const auto& run : result.runs)
     for (const auto& [name, value] : run.values)
       out.values.emplace_back(run.name == "main" ? name : run.name + "." + name, value);
@@ -49,14 +54,17 @@ StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request) {
 }  // namespace
 
 int LessonCommand(const std::vector<std::string>& args) {
-  std::string name, html, lessons_dir = LessonsDirectory();
+  std::string name, html, lessons_dir = LessonsDirectory(), color_flag;
   int width = 0;
   po::options_description options("Options");
   options.add_options()("lesson", po::value(&name), "the lesson to play (a name from the list, or a lesson file)")(
       "no-interactive", "play straight through without asking for predictions (projectors, tests)")(
       "html", po::value(&html), "also write the lesson as a self-contained HTML handout with its plots")(
       "lessons-dir", po::value(&lessons_dir)->default_value(lessons_dir), "where the lesson files are")(
-      "width", po::value(&width)->default_value(0), "wrap text at this many columns (0: the terminal's, or 80)");
+      "width", po::value(&width)->default_value(0),
+      "fit text and tables to this many columns (0: the terminal's, at most 80 for text; 80 when not on a "
+      "terminal, with tables as wide as they need)");
+  AddColorFlag(options, &color_flag);
   AddRunFlag(options, *FindRunOptionByFlag("threads"));  // as dtlab train's
   po::positional_options_description positional;
   positional.add("lesson", 1);
@@ -69,12 +77,20 @@ int LessonCommand(const std::vector<std::string>& args) {
                    options, args, values, &positional);
   if (parsed >= 0) return parsed;
   if (!ApplyThreadCount(values["threads"].as<int>())) return 2;
+  const StatusOr<bool> color = ColorFromFlag(color_flag);
+  if (!color.ok()) return ReportError("lesson", color.status());
+  if (width < 0)
+    return ReportError("lesson", Status::InvalidArgument("--width must be 0 or more, got " + std::to_string(width)));
   if (name.empty()) {
     auto lessons = LoadLessonDirectory(lessons_dir);
     if (!lessons.ok()) return ReportError("lesson", lessons.status());
     std::printf("Lessons (dtlab lesson NAME):\n");
-    for (const auto& l : *lessons)
-      std::printf("  %-28s %s\n      %s\n", l.name.c_str(), l.title.c_str(), l.summary.c_str());
+    const int fit = width > 0 ? width : FitWidth();  // on a terminal, summaries wrap
+    for (const auto& l : *lessons) {
+      const std::string name_column =
+          "  " + l.name + std::string(l.name.size() < 28 ? 28 - l.name.size() : 0, ' ') + " ";
+      std::fputs((HangText(name_column, l.title, fit) + HangText("      ", l.summary, fit)).c_str(), stdout);
+    }
     return 0;
   }
   auto lesson = FindLesson(lessons_dir, name);
@@ -83,9 +99,15 @@ int LessonCommand(const std::vector<std::string>& args) {
   play.interactive = !values.count("no-interactive") && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
   play.in = &std::cin;
   play.out = &std::cout;
-  play.color = isatty(STDOUT_FILENO);
-  play.width = width > 0 ? width : 80;
-  auto report = PlayLesson(*lesson, RunForLesson, play);
+  play.color = *color;
+  // Text wraps at 80 columns, or fewer on a narrower terminal; tables fit the
+  // terminal (or --width), and keep their full width in a file or a pipe.
+  const int table_width = width > 0 ? width : FitWidth();
+  play.width = width > 0 ? width : std::min(80, table_width > 0 ? table_width : 80);
+  play.fit_width = table_width;
+  const ScenarioTextOptions text{play.width, table_width, play.color};
+  auto report = PlayLesson(
+      *lesson, [&text](const LessonRunRequest& request) { return RunForLesson(request, text); }, play);
   std::cout.flush();
   if (!report.ok()) return ReportError("lesson", report.status());
   if (!html.empty())

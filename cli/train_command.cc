@@ -14,11 +14,13 @@
 
 #include "cli/command.h"
 #include "cli/run_flags.h"
+#include "cli/terminal.h"
 #include "scenarios/replay.h"
 #include "scenarios/scenario_writer.h"
 #include "cli/mpi_launch.h"
 #include "core/model.h"
 #include "core/text.h"
+#include "scenarios/text_table.h"
 #include "sim/engines/strategy.h"
 #include "sim/comm/tf_config.h"
 #include "sim/training/trainer.h"
@@ -125,15 +127,23 @@ class ConsoleObserver final : public TrainObserver {
     const auto now = Clock::now();
     if (step != steps && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * step / std::max<std::int64_t>(steps, 1));
-    std::string bar(static_cast<std::size_t>(filled), '=');
-    if (filled < kWidth) bar += '>';
-    bar.resize(kWidth, ' ');
+    // The line fits the terminal with room for "  evaluating...": the bar shrinks,
+    // and goes when fewer than 8 columns are left for it.
+    const int room = TerminalColumns() - 16, bar_width = std::min(30, room - 59);
+    std::string bar;
+    if (bar_width >= 8) {
+      const int filled = static_cast<int>(bar_width * step / std::max<std::int64_t>(steps, 1));
+      bar.assign(static_cast<std::size_t>(filled), '=');
+      if (filled < bar_width) bar += '>';
+      bar.resize(static_cast<std::size_t>(bar_width), ' ');
+      bar = "[" + bar + "] ";
+    }
     const double seconds = std::chrono::duration<double>(now - epoch_start_).count();
-    std::fprintf(stderr, "\rEpoch %lld/%lld [%s] %lld/%lld  loss %.4f  accuracy %.2f%%  %.1fs ",
-                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), bar.c_str(),
-                 static_cast<long long>(step), static_cast<long long>(steps), loss, accuracy * 100.0f, seconds);
+    char line[256];
+    std::snprintf(line, sizeof line, "Epoch %lld/%lld %s%lld/%lld  loss %.4f  accuracy %.2f%%  %.1fs ",
+                  static_cast<long long>(epoch_), static_cast<long long>(epochs_), bar.c_str(),
+                  static_cast<long long>(step), static_cast<long long>(steps), loss, accuracy * 100.0f, seconds);
+    std::fprintf(stderr, "\r%s", FitLine(line, room).c_str());
     std::fflush(stderr);
   }
   void OnEvaluating() override {
@@ -366,6 +376,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   options.add_options()("save-scenario", po::value(&save_scenario),
                         "write this run as a scenario file (dtlab run FILE trains the same run) and exit without "
                         "training; the options a scenario cannot hold are refused (docs/scenarios.md)");
+  std::string color_flag;
+  AddColorFlag(options, &color_flag);
   po::variables_map values;
   const int parsed =
       ParseOptions("train", "[options]",
@@ -409,6 +421,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
   if (!ApplyThreadCount(settings.threads)) return 2;
   if (!applied.ok()) return ReportError("train", applied);
+  const StatusOr<bool> color = ColorFromFlag(color_flag);
+  if (!color.ok()) return ReportError("train", color.status());
   ApplyDependentDefaults(settings, OptionSource::kCommandLine);
   MpiRun run;
   std::string command = "train";
@@ -452,6 +466,15 @@ int TrainCommand(const std::vector<std::string>& args) {
     quiet.reset(std::fopen("/dev/null", "w"));
     if (quiet) human = quiet.get();
   }
+  // On a terminal (or with COLUMNS set) lines wider than it wrap at spaces.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> fitted(nullptr, std::fclose);
+  if (human == stdout && FitWidth() > 0) {
+    fitted.reset(OpenFittedStream(stdout, FitWidth()));
+    if (fitted) human = fitted.get();
+  }
+  const auto verdict = [&](bool pass) {
+    return Paint(pass ? "PASS" : "FAIL", pass ? Tone::kPass : Tone::kFail, *color);
+  };
   ConsoleObserver observer(human, run.rank == 0 && !settings.no_progress && isatty(STDERR_FILENO), config.epochs);
   auto report = Train(config, *data, &observer);
   if (!report.ok()) return ReportError(command, report.status());
@@ -498,25 +521,27 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (report->reference_check) {
     const ReferenceCheckSummary& c = *report->reference_check;
     if (c.exact && c.within_bound)
-      std::fprintf(human, "Reference check (exact): PASS, %lld of %lld steps bitwise equal to one device\n",
-                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.steps_checked));
+      std::fprintf(human, "Reference check (exact): %s, %lld of %lld steps bitwise equal to one device\n",
+                   verdict(true).c_str(), static_cast<long long>(c.steps_checked),
+                   static_cast<long long>(c.steps_checked));
     else if (c.exact)
       std::fprintf(human,
-                   "Reference check (exact): FAIL, %lld of %lld steps not bitwise equal (max %lld ULP); "
+                   "Reference check (exact): %s, %lld of %lld steps not bitwise equal (max %lld ULP); "
                    "first at step %lld: %s\n",
-                   static_cast<long long>(c.steps_failed), static_cast<long long>(c.steps_checked),
-                   static_cast<long long>(c.max_ulp), static_cast<long long>(c.first_failed_step),
-                   c.first_failure.c_str());
+                   verdict(false).c_str(), static_cast<long long>(c.steps_failed),
+                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.max_ulp),
+                   static_cast<long long>(c.first_failed_step), c.first_failure.c_str());
     else if (c.within_bound)
       std::fprintf(human,
-                   "Reference check: PASS, %lld of %lld steps within the floating-point bound "
+                   "Reference check: %s, %lld of %lld steps within the floating-point bound "
                    "(max %lld ULP, %.2g of the bound)\n",
-                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.steps_checked),
-                   static_cast<long long>(c.max_ulp), c.max_bound_fraction);
+                   verdict(true).c_str(), static_cast<long long>(c.steps_checked),
+                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.max_ulp), c.max_bound_fraction);
     else
-      std::fprintf(human, "Reference check: FAIL, %lld of %lld steps outside the bound; first at step %lld: %s\n",
-                   static_cast<long long>(c.steps_failed), static_cast<long long>(c.steps_checked),
-                   static_cast<long long>(c.first_failed_step), c.first_failure.c_str());
+      std::fprintf(human, "Reference check: %s, %lld of %lld steps outside the bound; first at step %lld: %s\n",
+                   verdict(false).c_str(), static_cast<long long>(c.steps_failed),
+                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.first_failed_step),
+                   c.first_failure.c_str());
     if (!c.within_bound) return 1;
   }
   return 0;

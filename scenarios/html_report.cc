@@ -442,6 +442,7 @@ svg.dtlab-plot{max-width:100%;height:auto;display:block}
 .verdict{margin:.4em 0;padding:.3em .7em;border-left:4px solid}
 .verdict.ok{color:#1a7f37;border-color:#1a7f37;background:#eefbf1}
 .verdict.bad{color:#cf222e;border-color:#cf222e;background:#fff0f0}
+.verdict.pitfall{color:#9a6700;border-color:#bf8700;background:#fff8c5}
 )";
 
 // Lets a headless browser check that the page really laid out its plots: counts the
@@ -526,9 +527,16 @@ void HtmlDocument::AddPlot(const TimelinePlot& plot) {
 void HtmlDocument::AddSvg(const std::string& svg) { blocks_.push_back("<figure>\n" + svg + "</figure>\n"); }
 
 void HtmlDocument::AddVerdict(const std::string& outcome, bool as_expected, const std::string& text) {
+  AddVerdict(outcome, as_expected ? VerdictLook::kAsExpected : VerdictLook::kNotAsExpected, text);
+}
+
+void HtmlDocument::AddVerdict(const std::string& outcome, VerdictLook look, const std::string& text) {
   // A mark besides the colour, for readers who cannot tell green from red.
-  blocks_.push_back(std::string("<p class=\"verdict ") + (as_expected ? "ok\">\xE2\x9C\x93 " : "bad\">\xE2\x9C\x97 ") +
-                    "<strong>" + Escape(outcome) + "</strong> " + InlineHtml(text) + "</p>\n");
+  const char* opening = look == VerdictLook::kAsExpected ? "ok\">\xE2\x9C\x93 "
+                        : look == VerdictLook::kPitfall  ? "pitfall\">\xE2\x9A\xA0 "
+                                                         : "bad\">\xE2\x9C\x97 ";
+  blocks_.push_back(std::string("<p class=\"verdict ") + opening + "<strong>" + Escape(outcome) + "</strong> " +
+                    InlineHtml(text) + "</p>\n");
 }
 
 std::string HtmlDocument::Render() const {

@@ -64,6 +64,10 @@ std::string RenderSvg(const LinePlot& plot);
 std::string RenderSvg(const BarPlot& plot);
 std::string RenderSvg(const TimelinePlot& plot);
 
+/// How a verdict looks: as expected (green, a check mark), the pitfall as expected
+/// (amber, a warning sign: a failure the page predicts), not as expected (red, a cross).
+enum class VerdictLook { kAsExpected, kPitfall, kNotAsExpected };
+
 /// A page under construction. Blocks appear in the order they are added.
 class HtmlDocument {
  public:
@@ -83,6 +87,7 @@ class HtmlDocument {
   void AddSvg(const std::string& svg);
   /// A verdict line, coloured by outcome: "PASS", "FAIL", "CAUGHT", ... and its text.
   void AddVerdict(const std::string& outcome, bool as_expected, const std::string& text);
+  void AddVerdict(const std::string& outcome, VerdictLook look, const std::string& text);
 
   /// The whole page: <!DOCTYPE html> ... with an inline style sheet.
   std::string Render() const;
