@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/man_page.h"
+#include "core/file_io.h"
 #include "core/text.h"
 
 namespace {
@@ -36,6 +38,32 @@ Exit codes: 0 success, 1 a check failed, 2 usage or input error, 3 runtime fault
 Docs: README.md and docs/ in the source tree.
 )";
 
+int Dispatch(int argc, char** argv);
+
+constexpr const char* kCommands[] = {"train", "eval", "run", "list", "lesson", "check", "cluster", "replay", "devices"};
+
+// dtlab --man-page DIR (hidden; the build runs it): writes dtlab.1 and
+// dtlab-COMMAND.1 for every command into DIR, each made from the --help text.
+int WriteManPages(const std::string& directory) {
+  auto write = [&](const std::string& name, const std::string& page) {
+    const dtlab::Status written = dtlab::WriteFileAtomically(directory + "/" + name + ".1", page);
+    if (!written.ok()) std::fprintf(stderr, "dtlab --man-page: %s\n", written.ToString().c_str());
+    return written.ok();
+  };
+  if (!write("dtlab", dtlab::cli::HelpToRoff("dtlab", "a deterministic lab for data-parallel training", kUsage)))
+    return 3;
+  for (const char* command : kCommands) {
+    dtlab::cli::ManPageScope scope;
+    char* args[] = {const_cast<char*>("dtlab"), const_cast<char*>(command), const_cast<char*>("--help")};
+    if (Dispatch(3, args) != 0 || dtlab::cli::ManPageScope::Page().empty()) {
+      std::fprintf(stderr, "dtlab --man-page: dtlab %s --help gave no page\n", command);
+      return 3;
+    }
+    if (!write(std::string("dtlab-") + command, dtlab::cli::ManPageScope::Page())) return 3;
+  }
+  return 0;
+}
+
 // Runs the command `argv[1]` names; its exit code.
 int Dispatch(int argc, char** argv) {
   if (argc < 2) {
@@ -47,6 +75,13 @@ int Dispatch(int argc, char** argv) {
   if (command == "--help" || command == "-h" || command == "help") {
     std::fputs(kUsage, stdout);
     return 0;
+  }
+  if (command == "--man-page") {
+    if (argc != 3) {
+      std::fputs("dtlab --man-page: give the directory to write the manual pages to\n", stderr);
+      return 2;
+    }
+    return WriteManPages(argv[2]);
   }
   if (command == "--version") {
     std::puts("dtlab 0.1.0");

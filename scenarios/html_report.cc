@@ -525,6 +525,16 @@ void HtmlDocument::AddPlot(const TimelinePlot& plot) {
 
 void HtmlDocument::AddSvg(const std::string& svg) { blocks_.push_back("<figure>\n" + svg + "</figure>\n"); }
 
+void HtmlDocument::AddLinks(const std::vector<Link>& links) {
+  std::string html = "<ul class=\"links\">\n";
+  for (const Link& link : links) {
+    html += "<li><a href=\"" + Escape(link.href) + "\">" + Escape(link.text) + "</a>";
+    if (!link.note.empty()) html += ": " + InlineHtml(link.note);
+    html += "</li>\n";
+  }
+  blocks_.push_back(html + "</ul>\n");
+}
+
 void HtmlDocument::AddVerdict(const std::string& outcome, bool as_expected, const std::string& text) {
   // A mark besides the colour, for readers who cannot tell green from red.
   blocks_.push_back(std::string("<p class=\"verdict ") + (as_expected ? "ok\">\xE2\x9C\x93 " : "bad\">\xE2\x9C\x97 ") +

@@ -64,6 +64,12 @@ std::string RenderSvg(const LinePlot& plot);
 std::string RenderSvg(const BarPlot& plot);
 std::string RenderSvg(const TimelinePlot& plot);
 
+/// A link of a list (AddLinks): `href` is written as given (escaped), so a
+/// relative file name links to a file beside the page.
+struct Link {
+  std::string href, text, note;  // note: plain text after the link, may be empty
+};
+
 /// A page under construction. Blocks appear in the order they are added.
 class HtmlDocument {
  public:
@@ -81,6 +87,8 @@ class HtmlDocument {
   void AddPlot(const TimelinePlot& plot);
   /// An SVG already rendered by RenderSvg (inserted as is; not escaped).
   void AddSvg(const std::string& svg);
+  /// A bulleted list of links, each with its note.
+  void AddLinks(const std::vector<Link>& links);
   /// A verdict line, coloured by outcome: "PASS", "FAIL", "CAUGHT", ... and its text.
   void AddVerdict(const std::string& outcome, bool as_expected, const std::string& text);
 
