@@ -64,9 +64,9 @@ TEST(HelpTest, EveryCommandHasExamples) {
   for (auto* command : {cli::TrainCommand, cli::EvalCommand, cli::RunCommand, cli::ListCommand, cli::LessonCommand,
                         cli::CheckCommand, cli::ClusterCommand, cli::ReplayCommand, cli::DevicesCommand}) {
     const std::string help = HelpOf(command);
-    EXPECT_NE(help.find("\nExamples:\n    dtlab ", help.find("\nExamples:\n") == std::string::npos ? 0 : 0),
-              std::string::npos)
-        << help.substr(0, help.find('\n'));
+    const std::size_t examples = help.find("\nExamples:\n");
+    ASSERT_NE(examples, std::string::npos) << help.substr(0, help.find('\n')) << " has no examples";
+    EXPECT_NE(help.find("\n    dtlab ", examples), std::string::npos) << help.substr(examples);
   }
 }
 
@@ -84,12 +84,14 @@ TEST(HelpTest, ManPageIsMadeFromTheHelp) {
 }
 
 TEST(HelpTest, RoffEscapes) {
-  const std::string page = cli::HelpToRoff("dtlab-x", "does x", "Usage: dtlab x [options]\n\n.dot first\n"
+  const std::string page = cli::HelpToRoff("dtlab-x", "does x",
+                                           "Usage: dtlab x [options]\n\n.dot first\n"
                                            "back\\slash and \xC3\x97 and non-hyphen --flag\n");
   EXPECT_NE(page.find("\\&.dot first\n"), std::string::npos) << page;
   EXPECT_NE(page.find("back\\eslash and \\[u00D7] and non-hyphen \\-\\-flag\n"), std::string::npos) << page;
-  EXPECT_EQ(cli::FirstSentence("Plays a lesson. Then more."), "Plays a lesson.");
-  EXPECT_EQ(cli::FirstSentence("Trains a model as\nthe tutorial does: loss = x."), "Trains a model as the tutorial does");
+  EXPECT_EQ(cli::FirstSentence("Plays a lesson. Then more."), "Plays a lesson");
+  EXPECT_EQ(cli::FirstSentence("Trains a model as\nthe tutorial does: loss = x."),
+            "Trains a model as the tutorial does");
 }
 
 }  // namespace
