@@ -13,9 +13,9 @@ namespace dtlab {
 
 /// One handout as the index lists it.
 struct HandoutEntry {
-  std::string file;     // the handout's file name, relative to the index ("loss-scaling.html")
-  std::string title;    // the lesson's title
-  std::string summary;  // its one-line summary
+  std::string file;         // the handout's file name, relative to the index ("loss-scaling.html")
+  std::string title;        // the lesson's title
+  std::string summary;      // its one-line summary
   bool as_expected = true;  // every run's verdicts were as the lesson expects
 };
 
