@@ -50,18 +50,10 @@ int ParseOptions(const std::string& command, const std::string& synopsis, const 
                  const boost::program_options::positional_options_description* positional = nullptr,
                  const boost::program_options::options_description* hidden = nullptr, const std::string& examples = "");
 
-/// While one is alive, --help on this thread prints the command's manual page (roff,
-/// cli/man_page.h, made from the same help text) instead of the text: how
-/// `dtlab --man-page DIR` writes the pages the build installs. Page() is the last
-/// page printed so, or empty.
-class ManPageScope {
- public:
-  ManPageScope();
-  ~ManPageScope();
-  ManPageScope(const ManPageScope&) = delete;
-  ManPageScope& operator=(const ManPageScope&) = delete;
-  static const std::string& Page();
-};
+/// The manual page (roff, cli/man_page.h) of `command`: its --help text, turned into
+/// a page instead of printed; empty if the command printed no help. How
+/// `dtlab --man-page DIR` writes the pages the build installs.
+std::string ManPageOf(int (*command)(const std::vector<std::string>&));
 
 /// For tests and fuzzing (fuzz/options_fuzz.cc): while one is alive, ParseOptions on
 /// this thread parses with the command's real option table and returns 0 (parsed,

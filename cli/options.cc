@@ -145,9 +145,14 @@ thread_local bool man_page_mode = false;
 thread_local std::string man_page;
 }  // namespace
 
-ManPageScope::ManPageScope() { man_page_mode = true, man_page.clear(); }
-ManPageScope::~ManPageScope() { man_page_mode = false; }
-const std::string& ManPageScope::Page() { return man_page; }
+std::string ManPageOf(int (*command)(const std::vector<std::string>&)) {
+  struct Reset {
+    ~Reset() { man_page_mode = false; }
+  } reset;
+  man_page_mode = true, man_page.clear();
+  command({"--help"});
+  return std::move(man_page);
+}
 
 int ParseOptions(const std::string& command, const std::string& synopsis, const std::string& description,
                  const po::options_description& options, const std::vector<std::string>& args,
