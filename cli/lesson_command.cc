@@ -70,18 +70,18 @@ int RefuseOutput(const Status& status) {
 // not printed), writes DIR/NAME.html for each and DIR/index.html linking them.
 int WriteAllHandouts(const std::string& lessons_dir, const std::string& directory) {
   namespace fs = std::filesystem;
+  auto lessons = LoadLessonDirectory(lessons_dir);
+  if (!lessons.ok()) return ReportError("lesson", lessons.status());
   std::error_code error;
   const fs::file_status status = fs::status(directory, error);
   if (fs::exists(status) && !fs::is_directory(status))
     return RefuseOutput(
-        Status::InvalidArgument("--all writes into a directory; --html " + directory + " is " + "something else"));
+        Status::InvalidArgument("--all writes into a directory, and --html " + directory + " is not one"));
   if (!fs::exists(status) && !fs::create_directory(directory, error))
     return RefuseOutput(
         Status::InvalidArgument("cannot create the directory " + directory + " for --html: " + error.message()));
   if (Status s = CheckOutputPath((fs::path(directory) / "index.html").string(), "--html"); !s.ok())
     return RefuseOutput(s);
-  auto lessons = LoadLessonDirectory(lessons_dir);
-  if (!lessons.ok()) return ReportError("lesson", lessons.status());
   std::vector<HandoutEntry> entries;
   bool all_as_expected = true;
   for (const Lesson& lesson : *lessons) {

@@ -467,13 +467,13 @@ std::string InlineHtml(const std::string& text) {
 }
 
 constexpr const char* kStyle = R"(body{font:16px/1.55 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
-body{color:#1f2328;max-width:760px;margin:2em auto;padding:0 1em}
+body{color:#1f2328;max-width:820px;margin:2em auto;padding:0 1em}
 h1,h2,h3,h4{line-height:1.25;margin:1.4em 0 .5em}
 h1{font-size:1.8em;border-bottom:1px solid #d0d7de;padding-bottom:.2em}
 code,pre{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;font-size:.88em}
 code{background:#eff1f3;padding:.1em .3em;border-radius:3px}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:4px;padding:.7em 1em;overflow-x:auto;line-height:1.4}
-pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.8em}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.75em}
 table{border-collapse:collapse;margin:1em 0;font-size:.94em}
 th,td{border:1px solid #d0d7de;padding:.3em .7em;text-align:left}
 th{background:#f6f8fa}

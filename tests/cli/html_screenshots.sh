@@ -18,6 +18,11 @@ cp "$WORK/handouts/index.html" "$WORK/index.out"
 expect_contains index out '<a href="loss-scaling.html">Loss scaling</a>'
 expect_contains index out '<a href="mean-metric-trap.html">The Mean-metric trap</a>'
 expect_contains all out "index.html (links to 2 handouts)"
+# The handout's runs describe themselves with their own values: the 8-replica run
+# of loss-scaling says "8 replicas, 8x", not the file's default 4.
+cp "$WORK/handouts/loss-scaling.html" "$WORK/handout_text.out"
+expect_contains handout_text out "8 replicas, 8x."
+expect_contains handout_text out "4 replicas, 4x."
 # Bad paths: a file where a directory belongs, a directory that cannot be made, --all without --html.
 touch "$WORK/a-file"
 expect_exit 2 all_into_file -- "$DTLAB" lesson --all --html "$WORK/a-file" --lessons-dir "$WORK/lessons"
