@@ -9,8 +9,8 @@ namespace dtlab {
 namespace {
 
 TEST(HandoutIndexTest, LinksEveryHandoutInOrderWithItsSummary) {
-  const std::string html = RenderHandoutIndex({{"loss-scaling.html", "Loss scaling", "gradients N times", true},
-                                               {"a&b.html", "A <b>", "x", false}});
+  const std::string html = RenderHandoutIndex(
+      {{"loss-scaling.html", "Loss scaling", "gradients N times", true}, {"a&b.html", "A <b>", "x", false}});
   const std::size_t first = html.find("<a href=\"loss-scaling.html\">Loss scaling</a>: gradients N times");
   const std::size_t second = html.find("<a href=\"a&amp;b.html\">A &lt;b&gt;</a>: x (a run did not behave");
   ASSERT_NE(first, std::string::npos) << html;
