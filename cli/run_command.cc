@@ -94,7 +94,13 @@ int RunCommand(const std::vector<std::string>& args) {
                    "is not, 2 for a bad file or option, 3 when a run faults unexpectedly. On a terminal (or with\n"
                    "COLUMNS set) the tables fit its width: narrower headers, columns left out, or one block per run.\n"
                    "Built-in scenarios: dtlab list. File format: docs/scenarios.md.",
-                   options, args, values, &positional);
+                   options, args, values, &positional, nullptr,
+                   "  The flagship: 4 replicas held against one device, then the classic pitfalls:\n"
+                   "    dtlab run flagship\n"
+                   "  The same scenario on 8 replicas, with an HTML report of its plots:\n"
+                   "    dtlab run per-replica-mean --set cluster.replicas=8 --report report.html\n"
+                   "  Your own scenario file, its per-step metrics as CSV:\n"
+                   "    dtlab run my.toml --csv steps.csv\n");
   if (parsed >= 0) return parsed;
   if (file.empty()) {
     std::fputs("dtlab run: which scenario? Give a file or a built-in name (dtlab list shows them)\n", stderr);
@@ -157,7 +163,9 @@ int ListCommand(const std::vector<std::string>& args) {
                                   "Lists the built-in scenarios (dtlab run NAME) and lessons (dtlab lesson NAME).\n"
                                   "Scenarios are read from " +
                                       ScenariosDirectory() + ", lessons from " + LessonsDirectory() + ".",
-                                  options, args, values);
+                                  options, args, values, nullptr, nullptr,
+                                  "  What there is to run and play:\n"
+                                  "    dtlab list\n");
   if (parsed >= 0) return parsed;
   const auto scenarios = ListBuiltinScenarios();
   auto lessons = LoadLessonDirectory(LessonsDirectory());

@@ -265,6 +265,22 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
   return out;
 }
 
+constexpr const char* kTrainExamples =
+    "  Train the tutorial's model on one device for one epoch:\n"
+    "    dtlab train --epochs 1\n"
+    "  Train on 4 replicas and hold every step against one device on the global batch:\n"
+    "    dtlab train --replicas 4 --steps 100 --check-reference\n"
+    "  The pitfall: each replica divides by its own batch (gradients 4x too large):\n"
+    "    dtlab train --replicas 4 --steps 20 --loss-denominator per-replica --check-reference\n"
+    "  Bit-for-bit equal to one device, on 3 replicas:\n"
+    "    dtlab train --replicas 3 --steps 50 --math exact --check-reference\n"
+    "  Checkpoints every 100 steps; run the same command again to resume:\n"
+    "    dtlab train --replicas 4 --checkpoint-dir ckpt --checkpoint-every 100\n"
+    "  Kill replica 2 at step 5 and see the run stop with exit 3:\n"
+    "    dtlab train --replicas 4 --steps 10 --inject-fault die:replica=2,step=5\n"
+    "  Save the run as a scenario file, then run it:\n"
+    "    dtlab train --replicas 8 --steps 30 --save-scenario my.toml && dtlab run my.toml\n";
+
 std::string ModelList() {
   std::string text = "Models:\n";
   for (const auto& m : ListModels()) text += "  " + m.name + ": " + m.description + "\n";
@@ -371,13 +387,14 @@ int TrainCommand(const std::vector<std::string>& args) {
   // Every option is a run option (scenarios/run_options.h): the flags fill the same
   // RunSettings a scenario file does.
   po::options_description options("Options");
-  AddRunFlags(options);
   std::string save_scenario;
-  options.add_options()("save-scenario", po::value(&save_scenario),
-                        "write this run as a scenario file (dtlab run FILE trains the same run) and exit without "
-                        "training; the options a scenario cannot hold are refused (docs/scenarios.md)");
+  po::options_description save("Outputs");
+  save.add_options()("save-scenario", po::value(&save_scenario),
+                     "write this run as a scenario file (dtlab run FILE trains the same run) and exit without "
+                     "training; the options a scenario cannot hold are refused (docs/scenarios.md)");
   std::string color_flag;
-  AddColorFlag(options, &color_flag);
+  AddColorFlag(save, &color_flag);
+  AddRunFlags(options, &save);
   po::variables_map values;
   const int parsed =
       ParseOptions("train", "[options]",
@@ -389,7 +406,7 @@ int TrainCommand(const std::vector<std::string>& args) {
                    "  mpirun -np 1+W+P dtlab train --strategy parameter_server --parameter-servers P\n"
                    "(docs/mpi.md).\n\n" +
                        ModelList(),
-                   options, args, values);
+                   options, args, values, nullptr, nullptr, kTrainExamples);
   if (parsed >= 0) return parsed;
   RunSettings settings;
   const Status applied = ApplyRunFlags(values, settings);
