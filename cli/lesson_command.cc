@@ -93,7 +93,9 @@ int WriteAllHandouts(const std::string& lessons_dir, const std::string& director
     std::ostringstream ignored;
     PlayOptions play;
     play.out = &ignored;
-    auto report = PlayLesson(lesson, RunForLesson, play);
+    // Handouts are files: the full, uncoloured tables (the default text options).
+    auto report = PlayLesson(
+        lesson, [](const LessonRunRequest& request) { return RunForLesson(request, ScenarioTextOptions{}); }, play);
     if (!report.ok()) return ReportError("lesson", report.status());
     const std::string file = lesson.name + ".html";
     if (Status s = WriteFileAtomically((fs::path(directory) / file).string(), RenderHandout(lesson, *report)); !s.ok())

@@ -40,7 +40,9 @@ TEST(HelpTest, TrainHelpListsEachGroupThenExamples) {
   const std::string help = HelpOf(cli::TrainCommand);
   std::size_t previous = 0;
   for (const RunOptionGroup& group : RunOptionGroups()) {
-    const std::size_t at = help.find("\n" + std::string(group.title) + ":\n");
+    std::string heading = "\n";  // appended, not "\n" + std::string (GCC 12's -Wrestrict false positive)
+    heading.append(group.title).append(":\n");
+    const std::size_t at = help.find(heading);
     ASSERT_NE(at, std::string::npos) << "no group " << group.title << " in\n" << help;
     EXPECT_GT(at, previous) << group.title << " is out of order";
     previous = at;
