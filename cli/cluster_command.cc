@@ -82,8 +82,12 @@ int ClusterCommand(const std::vector<std::string>& args) {
       "rank", po::value(&rank), "this process's rank in that world, 0 to world size - 1 (with --world-size)")(
       "json", "print a JSON summary on stdout instead of the table");
   po::variables_map values;
-  const int parsed = ParseOptions("cluster", "[--tf-config JSON] [--world-size N --rank R] [--json]", kDescription,
-                                  options, args, values);
+  const int parsed = ParseOptions(
+      "cluster", "[--tf-config JSON] [--world-size N --rank R] [--json]", kDescription, options, args, values, nullptr,
+      nullptr,
+      "  Which task is the chief of a two-worker cluster, and is rank 1 of 2 right for worker 1?\n"
+      "    dtlab cluster --tf-config '{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"]}, \"task\": {\"type\": "
+      "\"worker\", \"index\": 1}}' --world-size 2 --rank 1\n");
   if (parsed >= 0) return parsed;
   if (values.count("world-size") != values.count("rank")) {
     std::fputs(

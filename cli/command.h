@@ -41,12 +41,19 @@ StatusOr<bool> ParseCommandLine(const std::string& command, const boost::program
 
 /// ParseCommandLine, then what a command prints: returns -1 on success, or the exit
 /// code to return (0 after printing --help, 2 after printing a usage error naming
-/// the command).
+/// the command). --help prints the synopsis, the description, the options (by
+/// group, where `options` holds captioned groups) and then `examples`, if any:
+/// lines of two-space-indented prose, each followed by four-space-indented commands.
 int ParseOptions(const std::string& command, const std::string& synopsis, const std::string& description,
                  const boost::program_options::options_description& options, const std::vector<std::string>& args,
                  boost::program_options::variables_map& values,
                  const boost::program_options::positional_options_description* positional = nullptr,
-                 const boost::program_options::options_description* hidden = nullptr);
+                 const boost::program_options::options_description* hidden = nullptr, const std::string& examples = "");
+
+/// The manual page (roff, cli/man_page.h) of `command`: its --help text, turned into
+/// a page instead of printed; empty if the command printed no help. How
+/// `dtlab --man-page DIR` writes the pages the build installs.
+std::string ManPageOf(int (*command)(const std::vector<std::string>&));
 
 /// For tests and fuzzing (fuzz/options_fuzz.cc): while one is alive, ParseOptions on
 /// this thread parses with the command's real option table and returns 0 (parsed,

@@ -1,12 +1,10 @@
 #include "cli/console_observer.h"
 
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "cli/mpi_launch.h"
+#include "cli/terminal.h"
 
 namespace dtlab::cli {
 namespace {
@@ -126,12 +124,8 @@ void ConsoleObserver::OnStep(std::int64_t step, std::int64_t steps, float loss, 
   }
   char line[256];
   std::snprintf(line, sizeof line, "%s loss %.4f acc %.2f%%%s", where, loss, accuracy * 100.0f, speed.c_str());
-  // Never wider than the terminal: a wrapped line is not redrawn in place.
-  winsize size{};
-  const std::size_t columns = ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 80;
-  std::string text = line;
-  if (text.size() >= columns) text.resize(columns - 1);
-  std::fprintf(stderr, "\r%s\033[K", text.c_str());
+  // Never wider than the terminal, cut at a space: a wrapped line is not redrawn in place.
+  std::fprintf(stderr, "\r%s\033[K", FitLine(line, TerminalColumns() - 1).c_str());
   std::fflush(stderr);
 }
 

@@ -25,9 +25,12 @@ int EvalCommand(const std::vector<std::string>& args) {
       "threads", po::value(&threads)->default_value(0), "worker threads, 0 for all cores")(
       "json", "print one JSON summary on stdout");
   po::variables_map values;
-  const int parsed = ParseOptions("eval", "--checkpoint-dir DIR [options]",
-                                  "Restores the latest checkpoint in DIR and reports the test loss and accuracy.",
-                                  options, args, values);
+  const int parsed =
+      ParseOptions("eval", "--checkpoint-dir DIR [options]",
+                   "Restores the latest checkpoint in DIR and reports the test loss and accuracy.", options, args,
+                   values, nullptr, nullptr,
+                   "  Train with checkpoints, then evaluate the latest one:\n"
+                   "    dtlab train --epochs 2 --checkpoint-dir ckpt && dtlab eval --checkpoint-dir ckpt\n");
   if (parsed >= 0) return parsed;
   if (!ApplyThreadCount(threads)) return 2;
   if (batch < 0) return ReportError("eval", Status::InvalidArgument("--batch must be positive"));

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/man_page.h"
+#include "core/file_io.h"
 #include "core/text.h"
 
 namespace {
@@ -36,6 +38,40 @@ Exit codes: 0 success, 1 a check failed, 2 usage or input error, 3 runtime fault
 Docs: README.md and docs/ in the source tree.
 )";
 
+// Each command by name, as Dispatch runs it.
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+};
+constexpr Command kCommands[] = {
+    {"train", dtlab::cli::TrainCommand},     {"eval", dtlab::cli::EvalCommand},
+    {"run", dtlab::cli::RunCommand},         {"list", dtlab::cli::ListCommand},
+    {"lesson", dtlab::cli::LessonCommand},   {"check", dtlab::cli::CheckCommand},
+    {"cluster", dtlab::cli::ClusterCommand}, {"replay", dtlab::cli::ReplayCommand},
+    {"devices", dtlab::cli::DevicesCommand},
+};
+
+// dtlab --man-page DIR (hidden; the build runs it): writes dtlab.1 and
+// dtlab-COMMAND.1 for every command into DIR, each made from the --help text.
+int WriteManPages(const std::string& directory) {
+  auto write = [&](const std::string& name, const std::string& page) {
+    const dtlab::Status written = dtlab::WriteFileAtomically(directory + "/" + name + ".1", page);
+    if (!written.ok()) std::fprintf(stderr, "dtlab --man-page: %s\n", written.ToString().c_str());
+    return written.ok();
+  };
+  if (!write("dtlab", dtlab::cli::HelpToRoff("dtlab", "a deterministic lab for data-parallel training", kUsage)))
+    return 3;
+  for (const auto& [command, run] : kCommands) {
+    const std::string page = dtlab::cli::ManPageOf(run);
+    if (page.empty()) {
+      std::fprintf(stderr, "dtlab --man-page: dtlab %s --help gave no page\n", command);
+      return 3;
+    }
+    if (!write(std::string("dtlab-") + command, page)) return 3;
+  }
+  return 0;
+}
+
 // Runs the command `argv[1]` names; its exit code.
 int Dispatch(int argc, char** argv) {
   if (argc < 2) {
@@ -48,19 +84,19 @@ int Dispatch(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  if (command == "--man-page") {
+    if (argc != 3) {
+      std::fputs("dtlab --man-page: give the directory to write the manual pages to\n", stderr);
+      return 2;
+    }
+    return WriteManPages(argv[2]);
+  }
   if (command == "--version") {
     std::puts("dtlab 0.1.0");
     return 0;
   }
-  if (command == "train") return dtlab::cli::TrainCommand(args);
-  if (command == "eval") return dtlab::cli::EvalCommand(args);
-  if (command == "check") return dtlab::cli::CheckCommand(args);
-  if (command == "run") return dtlab::cli::RunCommand(args);
-  if (command == "list") return dtlab::cli::ListCommand(args);
-  if (command == "lesson") return dtlab::cli::LessonCommand(args);
-  if (command == "cluster") return dtlab::cli::ClusterCommand(args);
-  if (command == "replay") return dtlab::cli::ReplayCommand(args);
-  if (command == "devices") return dtlab::cli::DevicesCommand(args);
+  for (const Command& known : kCommands)
+    if (command == known.name) return known.run(args);
   std::fprintf(stderr, "dtlab: unknown command '%s'\n\n%s", dtlab::EscapeControl(command).c_str(), kUsage);
   return 2;
 }

@@ -12,6 +12,7 @@
 #include "core/text.h"
 
 #include "cli/command.h"
+#include "cli/man_page.h"
 #include "core/checked_number.h"
 
 namespace dtlab::cli {
@@ -139,10 +140,24 @@ ParseOnlyScope::ParseOnlyScope() { parse_only = true, parse_only_error.clear(); 
 ParseOnlyScope::~ParseOnlyScope() { parse_only = false; }
 const std::string& ParseOnlyScope::last_error() { return parse_only_error; }
 
+namespace {
+thread_local bool man_page_mode = false;
+thread_local std::string man_page;
+}  // namespace
+
+std::string ManPageOf(int (*command)(const std::vector<std::string>&)) {
+  struct Reset {
+    ~Reset() { man_page_mode = false; }
+  } reset;
+  man_page_mode = true, man_page.clear();
+  command({"--help"});
+  return std::move(man_page);
+}
+
 int ParseOptions(const std::string& command, const std::string& synopsis, const std::string& description,
                  const po::options_description& options, const std::vector<std::string>& args,
                  po::variables_map& values, const po::positional_options_description* positional,
-                 const po::options_description* hidden) {
+                 const po::options_description* hidden, const std::string& examples) {
   auto parsed = ParseCommandLine(command, options, args, values, positional, hidden);
   if (parse_only) {
     parse_only_error = parsed.ok() ? "" : parsed.status().message();
@@ -154,11 +169,18 @@ int ParseOptions(const std::string& command, const std::string& synopsis, const 
     return 2;
   }
   if (*parsed) {
-    std::cout << "Usage: dtlab " << command << " " << synopsis << "\n\n"
-              << description << "\n\n"
-              << WithHelp(options) << "\n"
-              << "Options are spelled in full (no abbreviations); an argument that is not an option or one of\n"
-                 "the synopsis' positional arguments is refused (exit 2).\n";
+    std::ostringstream help;
+    help << "Usage: dtlab " << command << " " << synopsis << "\n\n"
+         << description << "\n\n"
+         << WithHelp(options) << "\n"
+         << "Options are spelled in full (no abbreviations); an argument that is not an option or one of\n"
+            "the synopsis' positional arguments is refused (exit 2).\n";
+    if (!examples.empty()) help << "\nExamples:\n" << examples;
+    if (man_page_mode) {
+      man_page = HelpToRoff("dtlab-" + command, FirstSentence(description), help.str());
+      return 0;
+    }
+    std::cout << help.str();
     return 0;
   }
   return -1;

@@ -134,7 +134,11 @@ int ReplayCommand(const std::vector<std::string>& args) {
   positional.add("scenario", 1);
   po::variables_map values;
   const int parsed = ParseOptions("replay", "SCENARIO --backend cuda|emulated|cpu [options]", kReplayDescription,
-                                  options, args, values, &positional);
+                                  options, args, values, &positional, nullptr,
+                                  "  A scenario on two GPUs, every step held bit for bit against the CPU:\n"
+                                  "    dtlab replay flagship --backend cuda --devices 0,1\n"
+                                  "  The CUDA kernels on the CPU, where there is no GPU:\n"
+                                  "    dtlab replay flagship --backend emulated --steps 5\n");
   if (parsed >= 0) return parsed;
   if (file.empty()) {
     std::fputs("dtlab replay: which scenario? Give a file or a built-in name (dtlab list shows them)\n", stderr);
@@ -179,7 +183,9 @@ int DevicesCommand(const std::vector<std::string>& args) {
                    "Lists the CUDA GPUs dtlab replay can use: name, memory, compute capability, the CUDA runtime,\n"
                    "driver and NCCL versions, and which GPUs can read each other's memory directly (peer to peer).\n"
                    "Exit 0, also when there is no GPU (the output says why); docs/gpu.md.",
-                   options, args, values);
+                   options, args, values, nullptr, nullptr,
+                   "  The GPUs, as JSON:\n"
+                   "    dtlab devices --json\n");
   if (parsed >= 0) return parsed;
   const CudaInventory inventory = QueryCudaDevices();
   if (values.count("json")) {

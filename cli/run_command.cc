@@ -13,11 +13,13 @@
 #include "cli/graceful_stop.h"
 #include "cli/progress_line.h"
 #include "cli/run_flags.h"
+#include "cli/terminal.h"
 #include "core/file_io.h"
 #include "core/text.h"
 #include "lessons/lesson.h"
 #include "scenarios/catalog.h"
 #include "scenarios/scenario_report.h"
+#include "scenarios/text_table.h"
 
 namespace dtlab::cli {
 namespace {
@@ -47,7 +49,7 @@ int ReportStop(const ScenarioResult& result, std::size_t runs, std::FILE* out) {
 
 // The flagship's one-screen summary: each listed scenario run, one line each.
 int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann::json* json,
-               const std::atomic<int>* stop_request) {
+               const std::atomic<int>* stop_request, int width = 0, bool color = false) {
   if (scenario.summary.empty()) return 0;
   std::fprintf(out, "\nThe classic pitfalls, each a built-in scenario (dtlab run NAME shows its table):\n");
   int worst = 0;
@@ -67,8 +69,12 @@ int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann
     const int code = ExitCodeOf(*result);
     worst = std::max(worst, code);
     const std::string headline = pitfall->headline.empty() ? pitfall->title : FormatHeadline(*result);
-    std::fprintf(out, "  %-27s %-16s %s\n", name.c_str(), code == 0 ? "as expected" : "NOT AS EXPECTED",
-                 headline.c_str());
+    const std::string verdict = code == 0 ? "as expected" : "NOT AS EXPECTED";
+    const std::string padded_name = "  " + name + std::string(name.size() < 27 ? 27 - name.size() : 0, ' ') + " ";
+    // On a narrow terminal the headline wraps under itself (the name and verdict take 47 columns).
+    const std::string prefix = padded_name + Paint(verdict, code == 0 ? Tone::kPass : Tone::kFail, color) +
+                               std::string(17 - verdict.size(), ' ');
+    std::fputs(HangText(prefix, headline, width).c_str(), out);
     if (json)
       json->push_back({{"scenario", name},
                        {"title", pitfall->title},
@@ -82,7 +88,7 @@ int RunSummary(const Scenario& scenario, std::FILE* out, bool progress, nlohmann
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
-  std::string file, report, csv, tensorboard, trace;
+  std::string file, report, csv, tensorboard, trace, color_flag;
   std::vector<std::string> sets;
   po::options_description options("Options");
   options.add_options()("scenario", po::value(&file),
@@ -97,6 +103,7 @@ int RunCommand(const std::vector<std::string>& args) {
       "trace", po::value(&trace), "write a Chrome trace (Perfetto) of the main run's first steps");
   AddRunFlag(options, *FindRunOptionByFlag("threads"));  // as dtlab train's
   options.add_options()("no-progress", "never draw the progress line");
+  AddColorFlag(options, &color_flag);
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map values;
@@ -105,15 +112,24 @@ int RunCommand(const std::vector<std::string>& args) {
                    "Runs a scenario: the runs it declares (a cluster, data, loss code, math mode), then its checks,\n"
                    "each against the verdict the file expects. Exit 0 when every verdict is as expected, 1 when one\n"
                    "is not, 2 for a bad file or option, 3 when a run faults unexpectedly, 130 (143) when Ctrl-C\n"
-                   "(SIGTERM) stopped it after the current step of the run in progress.\n"
+                   "(SIGTERM) stopped it after the current step of the run in progress. On a terminal (or with\n"
+                   "COLUMNS set) the tables fit its width: narrower headers, columns left out, or one block per run.\n"
                    "Built-in scenarios: dtlab list. File format: docs/scenarios.md.",
-                   options, args, values, &positional);
+                   options, args, values, &positional, nullptr,
+                   "  The flagship: 4 replicas held against one device, then the classic pitfalls:\n"
+                   "    dtlab run flagship\n"
+                   "  The same scenario on 8 replicas, with an HTML report of its plots:\n"
+                   "    dtlab run per-replica-mean --set cluster.replicas=8 --report report.html\n"
+                   "  Your own scenario file, its per-step metrics as CSV:\n"
+                   "    dtlab run my.toml --csv steps.csv\n");
   if (parsed >= 0) return parsed;
   if (file.empty()) {
     std::fputs("dtlab run: which scenario? Give a file or a built-in name (dtlab list shows them)\n", stderr);
     return 2;
   }
   if (!ApplyThreadCount(values["threads"].as<int>())) return 2;
+  const StatusOr<bool> color = ColorFromFlag(color_flag);
+  if (!color.ok()) return ReportError("run", color.status());
   auto path = ResolveScenarioPath(file);
   if (!path.ok()) return ReportError("run", path.status());
   auto scenario = LoadScenario(*path, sets);
@@ -153,9 +169,10 @@ int RunCommand(const std::vector<std::string>& args) {
     }
     PrintJson(out);
   } else {
-    std::fputs(FormatScenarioText(*result).c_str(), stdout);
+    const int width = FitWidth();
+    std::fputs(FormatScenarioText(*result, ScenarioTextOptions{100, width, *color}).c_str(), stdout);
     std::fflush(stdout);
-    code = std::max(code, RunSummary(*scenario, stdout, progress, nullptr, run_options.stop_request));
+    code = std::max(code, RunSummary(*scenario, stdout, progress, nullptr, run_options.stop_request, width, *color));
   }
   if (!result->unexpected.ok()) ReportError("run", result->unexpected);
   return code;
@@ -169,7 +186,9 @@ int ListCommand(const std::vector<std::string>& args) {
                                   "Lists the built-in scenarios (dtlab run NAME) and lessons (dtlab lesson NAME).\n"
                                   "Scenarios are read from " +
                                       ScenariosDirectory() + ", lessons from " + LessonsDirectory() + ".",
-                                  options, args, values);
+                                  options, args, values, nullptr, nullptr,
+                                  "  What there is to run and play:\n"
+                                  "    dtlab list\n");
   if (parsed >= 0) return parsed;
   const auto scenarios = ListBuiltinScenarios();
   auto lessons = LoadLessonDirectory(LessonsDirectory());
@@ -187,17 +206,22 @@ int ListCommand(const std::vector<std::string>& args) {
     PrintJson(out);
     return code;
   }
+  // On a terminal a long title wraps beside its name.
+  const int width = FitWidth();
+  const auto name_column = [](const std::string& name) {
+    return "  " + name + std::string(name.size() < 28 ? 28 - name.size() : 0, ' ') + " ";
+  };
   std::printf("Scenarios (dtlab run NAME):\n");
   for (const auto& s : scenarios) {
     if (!s.error.empty()) {
-      std::printf("  %-28s (does not load: %s)\n", s.name.c_str(), s.error.c_str());
+      std::fputs(HangText(name_column(s.name), "(does not load: " + s.error + ")", width).c_str(), stdout);
       code = 2;
       continue;
     }
-    std::printf("  %-28s %s\n", s.name.c_str(), s.title.c_str());
+    std::fputs(HangText(name_column(s.name), s.title, width).c_str(), stdout);
   }
   std::printf("\nLessons (dtlab lesson NAME):\n");
-  for (const auto& l : *lessons) std::printf("  %-28s %s\n", l.name.c_str(), l.title.c_str());
+  for (const auto& l : *lessons) std::fputs(HangText(name_column(l.name), l.title, width).c_str(), stdout);
   return code;
 }
 

@@ -80,9 +80,16 @@ void AddRunFlag(po::options_description& options, const RunOption& option) {
   }
 }
 
-void AddRunFlags(po::options_description& options) {
-  for (const RunOption& option : RunOptionTable())
-    if (!option.flag.empty()) AddRunFlag(options, option);
+void AddRunFlags(po::options_description& options, const po::options_description* more_outputs) {
+  // One captioned group per topic (Boost prints each under its caption), in
+  // RunOptionGroups()' order; within a group, in the table's order.
+  for (const RunOptionGroup& group : RunOptionGroups()) {
+    po::options_description flags(std::string(group.title));
+    for (const RunOption& option : RunOptionTable())
+      if (!option.flag.empty() && option.group == group.group) AddRunFlag(flags, option);
+    if (group.group == OptionGroup::kOutputs && more_outputs != nullptr) flags.add(*more_outputs);
+    if (!flags.options().empty()) options.add(flags);
+  }
 }
 
 Status ApplyRunFlags(const po::variables_map& values, RunSettings& settings) {

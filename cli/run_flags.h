@@ -13,10 +13,13 @@
 
 namespace dtlab::cli {
 
-/// Adds every run option that has a flag to `options`, in the table's order: a
-/// switch takes no value, a list is repeatable, and an option with a default shows
-/// it in --help ("--epochs arg (=10)").
-void AddRunFlags(boost::program_options::options_description& options);
+/// Adds every run option that has a flag to `options`, as one captioned group per
+/// topic (RunOptionGroups(): --help prints "Model and data:", then its options in
+/// the table's order, ...): a switch takes no value, a list is repeatable, and an
+/// option with a default shows it in --help ("--epochs arg (=10)"). `more_outputs`,
+/// if given, joins the Outputs group (dtlab train's --save-scenario).
+void AddRunFlags(boost::program_options::options_description& options,
+                 const boost::program_options::options_description* more_outputs = nullptr);
 
 /// Adds one run option (REQUIRES: it has a flag) to `options`: for a command that
 /// shares it with dtlab train (--threads).

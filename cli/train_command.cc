@@ -15,11 +15,13 @@
 #include "cli/console_observer.h"
 #include "cli/graceful_stop.h"
 #include "cli/run_flags.h"
+#include "cli/terminal.h"
 #include "scenarios/replay.h"
 #include "scenarios/scenario_writer.h"
 #include "cli/mpi_launch.h"
 #include "core/model.h"
 #include "core/text.h"
+#include "scenarios/text_table.h"
 #include "sim/engines/strategy.h"
 #include "sim/comm/tf_config.h"
 #include "sim/training/trainer.h"
@@ -167,6 +169,22 @@ int ReportStop(const TrainConfig& config, const TrainReport& report, std::FILE* 
   return ExitCodeForStop(report.stopped_by);
 }
 
+constexpr const char* kTrainExamples =
+    "  Train the tutorial's model on one device for one epoch:\n"
+    "    dtlab train --epochs 1\n"
+    "  Train on 4 replicas and hold every step against one device on the global batch:\n"
+    "    dtlab train --replicas 4 --steps 100 --check-reference\n"
+    "  The pitfall: each replica divides by its own batch (gradients 4x too large):\n"
+    "    dtlab train --replicas 4 --steps 20 --loss-denominator per-replica --check-reference\n"
+    "  Bit-for-bit equal to one device, on 3 replicas:\n"
+    "    dtlab train --replicas 3 --steps 50 --math exact --check-reference\n"
+    "  Checkpoints every 100 steps; run the same command again to resume:\n"
+    "    dtlab train --replicas 4 --checkpoint-dir ckpt --checkpoint-every 100\n"
+    "  Kill replica 2 at step 5 and see the run stop with exit 3:\n"
+    "    dtlab train --replicas 4 --steps 10 --inject-fault die:replica=2,step=5\n"
+    "  Save the run as a scenario file, then run it:\n"
+    "    dtlab train --replicas 8 --steps 30 --save-scenario my.toml && dtlab run my.toml\n";
+
 std::string ModelList() {
   std::string text = "Models:\n";
   for (const auto& m : ListModels()) text += "  " + m.name + ": " + m.description + "\n";
@@ -273,11 +291,14 @@ int TrainCommand(const std::vector<std::string>& args) {
   // Every option is a run option (scenarios/run_options.h): the flags fill the same
   // RunSettings a scenario file does.
   po::options_description options("Options");
-  AddRunFlags(options);
   std::string save_scenario;
-  options.add_options()("save-scenario", po::value(&save_scenario),
-                        "write this run as a scenario file (dtlab run FILE trains the same run) and exit without "
-                        "training; the options a scenario cannot hold are refused (docs/scenarios.md)");
+  po::options_description save("Outputs");
+  save.add_options()("save-scenario", po::value(&save_scenario),
+                     "write this run as a scenario file (dtlab run FILE trains the same run) and exit without "
+                     "training; the options a scenario cannot hold are refused (docs/scenarios.md)");
+  std::string color_flag;
+  AddColorFlag(save, &color_flag);
+  AddRunFlags(options, &save);
   po::variables_map values;
   const int parsed =
       ParseOptions("train", "[options]",
@@ -291,7 +312,7 @@ int TrainCommand(const std::vector<std::string>& args) {
                    "Ctrl-C (SIGINT) or SIGTERM stops after the current step, saves a checkpoint in --checkpoint-dir\n"
                    "and exits 130 (143); rerun the same command to resume. A second Ctrl-C stops at once.\n\n" +
                        ModelList(),
-                   options, args, values);
+                   options, args, values, nullptr, nullptr, kTrainExamples);
   if (parsed >= 0) return parsed;
   RunSettings settings;
   const Status applied = ApplyRunFlags(values, settings);
@@ -323,6 +344,8 @@ int TrainCommand(const std::vector<std::string>& args) {
   }
   if (!ApplyThreadCount(settings.threads)) return 2;
   if (!applied.ok()) return ReportError("train", applied);
+  const StatusOr<bool> color = ColorFromFlag(color_flag);
+  if (!color.ok()) return ReportError("train", color.status());
   ApplyDependentDefaults(settings, OptionSource::kCommandLine);
   MpiRun run;
   std::string command = "train";
@@ -366,6 +389,15 @@ int TrainCommand(const std::vector<std::string>& args) {
     quiet.reset(std::fopen("/dev/null", "w"));
     if (quiet) human = quiet.get();
   }
+  // On a terminal (or with COLUMNS set) lines wider than it wrap at spaces.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> fitted(nullptr, std::fclose);
+  if (human == stdout && FitWidth() > 0) {
+    fitted.reset(OpenFittedStream(stdout, FitWidth()));
+    if (fitted) human = fitted.get();
+  }
+  const auto verdict = [&](bool pass) {
+    return Paint(pass ? "PASS" : "FAIL", pass ? Tone::kPass : Tone::kFail, *color);
+  };
   // The progress counts the run's steps when --steps ends it before its epochs do.
   TrainConfig all_epochs = config;
   all_epochs.max_steps = -1;
@@ -419,25 +451,27 @@ int TrainCommand(const std::vector<std::string>& args) {
   if (report->reference_check) {
     const ReferenceCheckSummary& c = *report->reference_check;
     if (c.exact && c.within_bound)
-      std::fprintf(human, "Reference check (exact): PASS, %lld of %lld steps bitwise equal to one device\n",
-                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.steps_checked));
+      std::fprintf(human, "Reference check (exact): %s, %lld of %lld steps bitwise equal to one device\n",
+                   verdict(true).c_str(), static_cast<long long>(c.steps_checked),
+                   static_cast<long long>(c.steps_checked));
     else if (c.exact)
       std::fprintf(human,
-                   "Reference check (exact): FAIL, %lld of %lld steps not bitwise equal (max %lld ULP); "
+                   "Reference check (exact): %s, %lld of %lld steps not bitwise equal (max %lld ULP); "
                    "first at step %lld: %s\n",
-                   static_cast<long long>(c.steps_failed), static_cast<long long>(c.steps_checked),
-                   static_cast<long long>(c.max_ulp), static_cast<long long>(c.first_failed_step),
-                   c.first_failure.c_str());
+                   verdict(false).c_str(), static_cast<long long>(c.steps_failed),
+                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.max_ulp),
+                   static_cast<long long>(c.first_failed_step), c.first_failure.c_str());
     else if (c.within_bound)
       std::fprintf(human,
-                   "Reference check: PASS, %lld of %lld steps within the floating-point bound "
+                   "Reference check: %s, %lld of %lld steps within the floating-point bound "
                    "(max %lld ULP, %.2g of the bound)\n",
-                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.steps_checked),
-                   static_cast<long long>(c.max_ulp), c.max_bound_fraction);
+                   verdict(true).c_str(), static_cast<long long>(c.steps_checked),
+                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.max_ulp), c.max_bound_fraction);
     else
-      std::fprintf(human, "Reference check: FAIL, %lld of %lld steps outside the bound; first at step %lld: %s\n",
-                   static_cast<long long>(c.steps_failed), static_cast<long long>(c.steps_checked),
-                   static_cast<long long>(c.first_failed_step), c.first_failure.c_str());
+      std::fprintf(human, "Reference check: %s, %lld of %lld steps outside the bound; first at step %lld: %s\n",
+                   verdict(false).c_str(), static_cast<long long>(c.steps_failed),
+                   static_cast<long long>(c.steps_checked), static_cast<long long>(c.first_failed_step),
+                   c.first_failure.c_str());
     if (!c.within_bound) return 1;
   }
   return 0;

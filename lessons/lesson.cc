@@ -29,7 +29,7 @@ constexpr std::string_view kFrontMatterHelp =
     "optional 'order: N', and a closing line '---'";
 constexpr std::string_view kQuestionKeys = "ask, answer, tolerance, unit";
 constexpr std::string_view kRunKeys = "scenario, set, show";
-constexpr std::string_view kShowItems = "table, values";
+constexpr std::string_view kShowItems = "table, values, all values";
 
 // Info strings of ordinary code fences, shown as narrative. A closed list, so that a
 // typo such as ```rn is an error instead of a run block silently shown as code.
@@ -318,7 +318,7 @@ StatusOr<LessonRun> ParseRun(const std::string& body, const std::string& path, i
   DTLAB_RETURN_IF_ERROR(reader.GetStringList(
       "show", "[\"table\", \"values\"]",
       [](const std::string& item) -> std::string {
-        if (item == "table" || item == "values") return "";
+        if (item == "table" || item == "values" || item == "all values") return "";
         return "unknown show item '" + item + "'; allowed values are " + std::string(kShowItems);
       },
       &run.show));

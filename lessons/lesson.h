@@ -39,7 +39,7 @@ struct LessonQuestion {
 struct LessonRun {
   std::string scenario;                       // built-in name, or a path relative to the lesson file
   std::vector<std::string> sets;              // "key=value" overrides, in order
-  std::vector<std::string> show = {"table"};  // each "table" or "values"; may be empty
+  std::vector<std::string> show = {"table"};  // each "table", "values" or "all values"; may be empty
   int line = 0;                               // line of the opening fence
 };
 

@@ -11,7 +11,9 @@
 #include <utility>
 
 #include "core/text.h"
+#include "lessons/lesson_values.h"
 #include "scenarios/html_report.h"
+#include "scenarios/text_table.h"
 
 namespace dtlab {
 
@@ -231,19 +233,6 @@ std::string InlineText(const std::string& text, bool color) {
   return out;
 }
 
-// Columns that `text` takes on a terminal: UTF-8 code points outside ANSI escapes.
-std::size_t VisibleWidth(std::string_view text) {
-  std::size_t width = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\033') {
-      while (i < text.size() && text[i] != 'm') ++i;
-      continue;
-    }
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++width;
-  }
-  return width;
-}
-
 // Word-wraps `text` to `width` columns; the first line starts with `first`, the rest with `rest`.
 std::string Wrap(const std::string& text, int width, const std::string& first, const std::string& rest) {
   std::string out = first, word;
@@ -317,11 +306,12 @@ class Printer {
         case MdBlock::Kind::kQuote:
           out_ << Wrap(InlineText(block.text, options_.color), width(), "> ", "> ");
           break;
-        case MdBlock::Kind::kCode:
-          for (const std::string& line : block.lines) out_ << (line.empty() ? "" : "    " + line) << '\n';
+        case MdBlock::Kind::kCode:  // on a narrow terminal a long line wraps at a space, never in a word
+          for (const std::string& line : block.lines)
+            out_ << WrapLines(line.empty() ? "\n" : "    " + line + "\n", options_.fit_width, 4);
           break;
         case MdBlock::Kind::kTable:
-          for (const std::string& line : block.lines) out_ << line << '\n';
+          for (const std::string& line : block.lines) out_ << WrapLines(line + "\n", options_.fit_width, 2);
           break;
         case MdBlock::Kind::kRule:
           out_ << std::string(static_cast<std::size_t>(std::min(width(), 40)), '-') << '\n';
@@ -404,17 +394,24 @@ bool Shows(const LessonRun& run, std::string_view item) {
   return std::find(run.show.begin(), run.show.end(), item) != run.show.end();
 }
 
-void PrintRunOutput(Printer& printer, const LessonRun& run, const LessonRunOutput& output) {
+// What a run block's "values" display shows: the values its questions and the
+// narrative after it are about (lessons/lesson_values.h), or all with "all values".
+Values ShownValues(const Lesson& lesson, std::size_t block, const LessonRun& run, const Values& values) {
+  if (Shows(run, "all values")) return values;
+  return Shows(run, "values") ? ValuesAbout(lesson, block, values) : Values{};
+}
+
+void PrintRunOutput(Printer& printer, const LessonRun& run, const LessonRunOutput& output, const Values& shown) {
   if (Shows(run, "table") && !output.text.empty()) {
     printer.Section();
     printer.out() << output.text << (output.text.back() == '\n' ? "" : "\n");
   }
-  if (Shows(run, "values") && !output.values.empty()) {
+  if (!shown.empty()) {
     printer.Section();
     printer.out() << "Values:\n";
     std::size_t width = 0;
-    for (const auto& [name, value] : output.values) width = std::max(width, name.size());
-    for (const auto& [name, value] : output.values) {
+    for (const auto& [name, value] : shown) width = std::max(width, name.size());
+    for (const auto& [name, value] : shown) {
       printer.out() << "  " << name << std::string(width - name.size() + 2, ' ') << Format("%.6g", value) << '\n';
     }
   }
@@ -491,7 +488,7 @@ StatusOr<PlayReport> PlayLesson(const Lesson& lesson, const LessonRunner& run, c
         answer.close = answer.prediction && IsClose(*answer.prediction, answer.value, questions[q]->tolerance);
       }
     }
-    PrintRunOutput(printer, run_block, played.output);
+    PrintRunOutput(printer, run_block, played.output, ShownValues(lesson, k, run_block, played.output.values));
     for (std::size_t q = 0; q < questions.size(); ++q) {
       const PlayedAnswer& answer = played.answers[q];
       printer.Section(q == 0);
@@ -576,10 +573,11 @@ std::string RenderHandout(const Lesson& lesson, const PlayReport& played) {
       }
       latest = &*it;
       doc.AddHeading(4, "Run: " + RunLabel(run));
-      if (!it->output.text.empty()) doc.AddPreformatted(it->output.text);
-      if (Shows(run, "values") && !it->output.values.empty()) {
+      const std::string& text = it->output.handout_text.empty() ? it->output.text : it->output.handout_text;
+      if (!text.empty()) doc.AddPreformatted(StripAnsi(text));
+      if (const Values shown = ShownValues(lesson, k, run, it->output.values); !shown.empty()) {
         std::vector<std::vector<std::string>> rows;
-        for (const auto& [name, value] : it->output.values) rows.push_back({name, Format("%.6g", value)});
+        for (const auto& [name, value] : shown) rows.push_back({name, Format("%.6g", value)});
         doc.AddTable({"value", "number"}, rows, {false, true});
       }
       for (const std::string& svg : it->output.svg_plots) doc.AddSvg(svg);

@@ -32,6 +32,7 @@ struct LessonRunRequest {
 /// What the runner reports of one run.
 struct LessonRunOutput {
   std::string text;                                    // the run's verdict table as printed
+  std::string handout_text;                            // as the handout shows it (plain, 80 columns); empty: text
   std::vector<std::pair<std::string, double>> values;  // named numbers, e.g. {"gradient_ratio", 4.0}
   std::vector<std::string> svg_plots;                  // inline <svg> elements, for the handout
   bool verdicts_as_expected = true;
@@ -45,6 +46,7 @@ struct PlayOptions {
   std::istream* in = nullptr;   // required when interactive
   std::ostream* out = nullptr;  // required
   int width = 80;               // paragraphs are wrapped to this many columns
+  int fit_width = 0;            // code and tables wider than this wrap at spaces (0: printed as written)
   bool color = false;           // ANSI bold and colours
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <string_view>
 #include <utility>
 
 namespace dtlab::report {
@@ -33,28 +34,13 @@ constexpr Colour kPalette[] = {{"#0072B2", "#fff"}, {"#E69F00", "#000"}, {"#009E
 constexpr std::size_t kColours = std::size(kPalette);
 
 std::string Escape(const std::string& text) {
+  static constexpr std::string_view kSpecial = "&<>\"'";
+  static constexpr const char* kEntity[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&#39;"};
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
+    const std::size_t i = kSpecial.find(c);
+    out += i == std::string_view::npos ? std::string_view(&c, 1) : std::string_view(kEntity[i]);
   }
   return out;
 }
@@ -109,15 +95,17 @@ double NiceStep(double raw) {
 }
 
 // About `target` ticks; the range widens to whole steps so that the frame starts
-// and ends on a labelled tick.
-Axis LinearAxis(Range range, int target = 5) {
+// and ends on a labelled tick. An `integer` axis (steps, epochs, examples) has
+// whole-number ticks only: never "1.5 steps".
+Axis LinearAxis(Range range, int target = 5, bool integer = false) {
   if (range.empty()) range = {0, 1};  // no data: an empty but well-formed axis
   range.lo = std::clamp(range.lo, -1e300, 1e300), range.hi = std::clamp(range.hi, -1e300, 1e300);
   if (range.hi - range.lo <= std::max(std::abs(range.lo), std::abs(range.hi)) * 1e-12) {
     const double pad = range.lo == 0 ? 1 : std::abs(range.lo) * 0.1;  // all equal: centre them
     range.lo -= pad, range.hi += pad;
   }
-  const double step = NiceStep(range.hi / target - range.lo / target);  // no overflow near 1e300
+  double step = NiceStep(range.hi / target - range.lo / target);  // no overflow near 1e300
+  if (integer) step = std::max(step, 1.0);                        // 1, 2, 5 x 10^k: whole numbers from 1 up
   Axis axis;
   axis.lo = std::floor(range.lo / step) * step;
   axis.hi = std::ceil(range.hi / step) * step;
@@ -140,6 +128,15 @@ Axis LogAxis(Range range) {
   for (double t = axis.lo; t <= axis.hi + 0.5; t += step) axis.ticks.push_back(t);
   return axis;
 }
+
+// Whether every finite value is a whole number (so its axis ticks should be too).
+bool AllWhole(const std::vector<double>& values) {
+  return std::all_of(values.begin(), values.end(), [](double v) { return !std::isfinite(v) || v == std::round(v); });
+}
+
+// Line styles after colour, so that lines stay apart where colours are hard to tell
+// or one line lies on another: solid, dashed, dotted, dash-dot.
+constexpr const char* kDashes[] = {"", "7 4", "2 3", "10 3 2 3"};
 
 struct Frame {  // the plot area
   double left, top, width, height;
@@ -170,15 +167,18 @@ std::string SvgOpen(double height, const std::string& title) {
 // above the plot area, where it can never hide a line. Returns the y where the
 // plot area may start.
 double Header(std::string& out, const std::string& title, const std::vector<std::pair<std::string, Colour>>& entries,
-              bool line_swatch) {
+              bool line_swatch, const std::vector<std::string>& notes = {}) {
   Text(out, kWidth / 2, 20, "middle", title, " font-size=\"14\" font-weight=\"bold\"");
   double x = 56, y = 40;
-  for (const auto& [name, colour] : entries) {
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    const auto& [name, colour] = entries[k];
     const double w = 22 + TextWidth(name) + 14;
     if (x + w > kWidth - kRightMargin && x > 56) x = 56, y += kLegendRow;
-    if (line_swatch) {
-      out += "<rect x=\"" + Num(x) + "\" y=\"" + Num(y - 5) + "\" width=\"16\" height=\"3\" fill=\"" + colour.fill +
-             "\"/>\n";
+    if (line_swatch) {  // the line's colour and dashes
+      const char* dash = kDashes[k % std::size(kDashes)];
+      out += "<line x1=\"" + Num(x) + "\" y1=\"" + Num(y - 4) + "\" x2=\"" + Num(x + 18) + "\" y2=\"" + Num(y - 4) +
+             "\" stroke=\"" + colour.fill + "\" stroke-width=\"3\"" +
+             (*dash ? std::string(" stroke-dasharray=\"") + dash + "\"" : "") + "/>\n";
     } else {
       out += "<rect x=\"" + Num(x + 2) + "\" y=\"" + Num(y - 9) + "\" width=\"11\" height=\"11\" fill=\"" +
              colour.fill + "\"/>\n";
@@ -186,7 +186,12 @@ double Header(std::string& out, const std::string& title, const std::vector<std:
     Text(out, x + 22, y, "start", name);
     x += w;
   }
-  return (entries.empty() ? 28 : y) + 16;
+  for (const std::string& note : notes) {  // under the legend, one line each, in the plot's width
+    y += kLegendRow;
+    Text(out, 56, y, "start", Truncate(note, static_cast<std::size_t>((kWidth - 56 - kRightMargin) / kCharWidth)),
+         " class=\"overlap-note\" fill=\"#555\" font-style=\"italic\"");
+  }
+  return (entries.empty() && notes.empty() ? 28 : y) + 16;
 }
 
 // Grid lines, axis lines, tick labels and axis labels. `x_axis` is null for
@@ -261,12 +266,42 @@ std::string RenderSvg(const LinePlot& plot) {
       for (const Point& p : run) xr.Add(p.x), yr.Add(p.y);
     }
   }
-  const Axis x_axis = LinearAxis(xr, 8), y_axis = plot.log_y ? LogAxis(yr) : LinearAxis(yr);
+  bool whole_x = true;
+  for (const Series& s : plot.series) whole_x = whole_x && AllWhole(s.x);
+  const Axis x_axis = LinearAxis(xr, 8, whole_x), y_axis = plot.log_y ? LogAxis(yr) : LinearAxis(yr);
+
+  // A line within a pixel of an earlier one everywhere would hide it: such a group
+  // is drawn wider the earlier it comes (the first beneath), and a note names it.
+  const double pixels = kAreaHeight / (y_axis.hi - y_axis.lo);
+  auto same = [&](const auto& a, const auto& b) {  // the runs of two series
+    bool equal = a.size() == b.size() && !a.empty();
+    for (std::size_t r = 0; equal && r < a.size(); ++r) {
+      equal = a[r].size() == b[r].size();
+      for (std::size_t i = 0; equal && i < a[r].size(); ++i)
+        equal = a[r][i].x == b[r][i].x && std::abs(a[r][i].y - b[r][i].y) * pixels <= 1;
+    }
+    return equal;
+  };
+  std::vector<std::size_t> group(runs.size());
+  std::vector<int> above(runs.size(), 0);  // later lines of the same group
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    group[k] = k;
+    for (std::size_t j = 0; j < k && group[k] == k; ++j)
+      if (group[j] == j && same(runs[j], runs[k])) group[k] = j;
+    for (std::size_t j = 0; j < k; ++j) above[j] += group[j] == group[k];
+  }
+  std::vector<std::string> notes;
+  for (std::size_t j = 0; j < runs.size(); ++j) {
+    if (group[j] != j || above[j] == 0) continue;
+    notes.push_back("Lines overlap (wider beneath): " + plot.series[j].name);
+    for (std::size_t k = j + 1; k < runs.size(); ++k)
+      if (group[k] == j) notes.back() += " = " + plot.series[k].name;
+  }
 
   std::vector<std::pair<std::string, Colour>> legend;
   for (std::size_t k = 0; k < plot.series.size(); ++k) legend.emplace_back(plot.series[k].name, kPalette[k % kColours]);
   std::string body;
-  const double top = Header(body, plot.title, legend, true);
+  const double top = Header(body, plot.title, legend, true, notes);
   const double left = LeftMargin(y_axis);
   const Frame f{left, top, kWidth - left - kRightMargin, kAreaHeight};
   DrawAxes(body, f, &x_axis, y_axis, plot.x_label, plot.y_label);
@@ -287,8 +322,11 @@ std::string RenderSvg(const LinePlot& plot) {
       }
     }
     if (!d.empty()) {
-      body += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + colour +
-              "\" stroke-width=\"2\" stroke-linejoin=\"round\" stroke-linecap=\"round\">" + title + "</path>\n";
+      const char* dash = kDashes[k % std::size(kDashes)];
+      body += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"" +
+              Num(2 + 2.5 * std::max(0, above[k])) + "\"" +
+              (*dash ? std::string(" stroke-dasharray=\"") + dash + "\"" : "") +
+              " stroke-linejoin=\"round\" stroke-linecap=\"round\">" + title + "</path>\n";
     }
   }
   return SvgOpen(f.bottom() + kBottomMargin, plot.title) + body + "</svg>\n";
@@ -304,7 +342,9 @@ std::string RenderSvg(const BarPlot& plot) {
   }
   const bool empty = yr.empty();
   if (!empty) yr.Add(0);  // bars grow from 0 (the range reaches below 0 for negative values)
-  const Axis y_axis = LinearAxis(yr);
+  bool whole = true;
+  for (const Series& s : plot.series) whole = whole && AllWhole(s.y);
+  const Axis y_axis = LinearAxis(yr, 5, whole);  // counts (examples per replica) get whole ticks
 
   std::vector<std::pair<std::string, Colour>> legend;
   for (std::size_t k = 0; k < k_series; ++k) legend.emplace_back(plot.series[k].name, kPalette[k % kColours]);
@@ -427,12 +467,13 @@ std::string InlineHtml(const std::string& text) {
 }
 
 constexpr const char* kStyle = R"(body{font:16px/1.55 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
-body{color:#1f2328;max-width:760px;margin:2em auto;padding:0 1em}
+body{color:#1f2328;max-width:820px;margin:2em auto;padding:0 1em}
 h1,h2,h3,h4{line-height:1.25;margin:1.4em 0 .5em}
 h1{font-size:1.8em;border-bottom:1px solid #d0d7de;padding-bottom:.2em}
 code,pre{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;font-size:.88em}
 code{background:#eff1f3;padding:.1em .3em;border-radius:3px}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:4px;padding:.7em 1em;overflow-x:auto;line-height:1.4}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.75em}
 table{border-collapse:collapse;margin:1em 0;font-size:.94em}
 th,td{border:1px solid #d0d7de;padding:.3em .7em;text-align:left}
 th{background:#f6f8fa}
@@ -442,6 +483,7 @@ svg.dtlab-plot{max-width:100%;height:auto;display:block}
 .verdict{margin:.4em 0;padding:.3em .7em;border-left:4px solid}
 .verdict.ok{color:#1a7f37;border-color:#1a7f37;background:#eefbf1}
 .verdict.bad{color:#cf222e;border-color:#cf222e;background:#fff0f0}
+.verdict.pitfall{color:#9a6700;border-color:#bf8700;background:#fff8c5}
 )";
 
 // Lets a headless browser check that the page really laid out its plots: counts the
@@ -458,6 +500,7 @@ constexpr const char* kScript = R"(<script>
     });
     document.body.setAttribute('data-plots-rendered', String(rendered));
     document.body.setAttribute('data-plots-empty', String(empty));
+    document.body.setAttribute('data-page-width', String(document.documentElement.scrollWidth));
   }
   measure();
   window.addEventListener('load', measure);
@@ -525,10 +568,23 @@ void HtmlDocument::AddPlot(const TimelinePlot& plot) {
 
 void HtmlDocument::AddSvg(const std::string& svg) { blocks_.push_back("<figure>\n" + svg + "</figure>\n"); }
 
-void HtmlDocument::AddVerdict(const std::string& outcome, bool as_expected, const std::string& text) {
+void HtmlDocument::AddLinks(const std::vector<Link>& links) {
+  std::string html = "<ul class=\"links\">\n";
+  for (const Link& link : links) {
+    html += "<li><a href=\"" + Escape(link.href) + "\">" + Escape(link.text) + "</a>";
+    if (!link.note.empty()) html += ": " + InlineHtml(link.note);
+    html += "</li>\n";
+  }
+  blocks_.push_back(html + "</ul>\n");
+}
+
+void HtmlDocument::AddVerdict(const std::string& outcome, VerdictLook look, const std::string& text) {
   // A mark besides the colour, for readers who cannot tell green from red.
-  blocks_.push_back(std::string("<p class=\"verdict ") + (as_expected ? "ok\">\xE2\x9C\x93 " : "bad\">\xE2\x9C\x97 ") +
-                    "<strong>" + Escape(outcome) + "</strong> " + InlineHtml(text) + "</p>\n");
+  const char* opening = look == VerdictLook::kAsExpected ? "ok\">\xE2\x9C\x93 "
+                        : look == VerdictLook::kPitfall  ? "pitfall\">\xE2\x9A\xA0 "
+                                                         : "bad\">\xE2\x9C\x97 ";
+  blocks_.push_back(std::string("<p class=\"verdict ") + opening + "<strong>" + Escape(outcome) + "</strong> " +
+                    InlineHtml(text) + "</p>\n");
 }
 
 std::string HtmlDocument::Render() const {

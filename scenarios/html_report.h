@@ -64,6 +64,16 @@ std::string RenderSvg(const LinePlot& plot);
 std::string RenderSvg(const BarPlot& plot);
 std::string RenderSvg(const TimelinePlot& plot);
 
+/// How a verdict looks: as expected (green, a check mark), the pitfall as expected
+/// (amber, a warning sign: a failure the page predicts), not as expected (red, a cross).
+enum class VerdictLook { kAsExpected, kPitfall, kNotAsExpected };
+
+/// A link of a list (AddLinks): `href` is written as given (escaped), so a
+/// relative file name links to a file beside the page.
+struct Link {
+  std::string href, text, note;  // note: plain text after the link, may be empty
+};
+
 /// A page under construction. Blocks appear in the order they are added.
 class HtmlDocument {
  public:
@@ -81,8 +91,13 @@ class HtmlDocument {
   void AddPlot(const TimelinePlot& plot);
   /// An SVG already rendered by RenderSvg (inserted as is; not escaped).
   void AddSvg(const std::string& svg);
+  /// A bulleted list of links, each with its note.
+  void AddLinks(const std::vector<Link>& links);
   /// A verdict line, coloured by outcome: "PASS", "FAIL", "CAUGHT", ... and its text.
-  void AddVerdict(const std::string& outcome, bool as_expected, const std::string& text);
+  void AddVerdict(const std::string& outcome, bool as_expected, const std::string& text) {
+    AddVerdict(outcome, as_expected ? VerdictLook::kAsExpected : VerdictLook::kNotAsExpected, text);
+  }
+  void AddVerdict(const std::string& outcome, VerdictLook look, const std::string& text);
 
   /// The whole page: <!DOCTYPE html> ... with an inline style sheet.
   std::string Render() const;

@@ -72,9 +72,22 @@ enum class OptionType {
 /// strings (kTextList).
 using OptionValue = std::variant<bool, std::int64_t, std::uint64_t, double, std::string, std::vector<std::string>>;
 
+/// The topic `dtlab train --help` lists an option under; RunOptionGroups() gives
+/// their order and titles. kNone is no group: every option of the table has one.
+enum class OptionGroup { kNone, kData, kCluster, kLoss, kMath, kCheckpoints, kFaults, kOutputs };
+
+struct RunOptionGroup {
+  OptionGroup group;
+  std::string_view title;  // "Model and data", as --help prints it before the group's options
+};
+
+/// The groups, in the order --help prints them.
+const std::vector<RunOptionGroup>& RunOptionGroups();
+
 struct RunOption {
-  std::string_view flag;  // dtlab train's --flag, without the dashes; empty: files only
-  std::string_view key;   // "section.key" in scenario files and --set; empty: the command line only
+  OptionGroup group = OptionGroup::kNone;  // where --help lists it
+  std::string_view flag;                   // dtlab train's --flag, without the dashes; empty: files only
+  std::string_view key;                    // "section.key" in scenario files and --set; empty: the command line only
   /// A flag without a key of its own whose value a scenario file holds under
   /// another option's key: --dataset is a file's data.source.
   std::string_view file_key;

@@ -7,6 +7,7 @@
 
 #include "core/file_io.h"
 #include "core/text.h"
+#include "scenarios/text_table.h"
 #include "scenarios/tensorboard_writer.h"
 #include "sim/engines/strategy.h"
 
@@ -21,36 +22,9 @@ std::string Format(const char* format, double v) {
 
 // Wraps `text` at `width` columns, every line starting with `indent`.
 std::string Wrap(const std::string& text, int width, const std::string& indent) {
-  std::string out, line;
-  std::istringstream words(text);
-  for (std::string word; words >> word;) {
-    if (!line.empty() && static_cast<int>(indent.size() + line.size() + 1 + word.size()) > width) {
-      out += indent + line + "\n";
-      line.clear();
-    }
-    line += (line.empty() ? "" : " ") + word;
-  }
-  if (!line.empty()) out += indent + line + "\n";
-  return out;
-}
-
-// A text table with left-aligned columns separated by two spaces.
-std::string Table(const std::vector<std::vector<std::string>>& rows, const std::string& indent) {
-  std::vector<std::size_t> widths;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (widths.size() <= c) widths.push_back(0);
-      widths[c] = std::max(widths[c], row[c].size());
-    }
   std::string out;
-  for (const auto& row : rows) {
-    std::string line = indent;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
-    }
-    out += line + "\n";
-  }
+  for (const std::string& line : WrapWords(text, width - static_cast<int>(indent.size())))
+    if (!line.empty()) out += indent + line + "\n";
   return out;
 }
 
@@ -79,21 +53,91 @@ std::string ReferenceColumn(const RunResult& r) {
   return "FAIL " + std::to_string(c.steps_failed) + "/" + std::to_string(c.steps_checked) + " steps";
 }
 
-std::vector<std::vector<std::string>> RunRows(const ScenarioResult& result) {
-  std::vector<std::vector<std::string>> rows = {
-      {"run", "cluster", "global batch", "split", "loss code", "math", "steps", "final loss", "test acc", "reference"}};
+// A run's reference column in the pitfall's colour when a check expects it to fail.
+Tone ReferenceTone(const ScenarioResult& result, const RunResult& r) {
+  if (!r.report.reference_check || !r.status.ok()) return r.status.ok() ? Tone::kPlain : Tone::kFail;
+  if (r.report.reference_check->within_bound) return Tone::kPass;
+  for (const auto& v : result.verdicts)
+    if (v.check && v.check->kind == ScenarioCheckKind::kReference && v.check->runs.front() == r.name &&
+        !v.check->expect_pass)
+      return Tone::kPitfall;
+  return Tone::kFail;
+}
+
+// The Runs table. On a narrow terminal the split, the step count, the math mode,
+// the test accuracy and the global batch go first, in that order (FitTable).
+TextTable RunTable(const ScenarioResult& result) {
+  TextTable table;
+  table.columns = {{"run", "", 0, false},     {"cluster", "", 0, true},         {"global batch", "batch", 5, false},
+                   {"split", "", 1, false},   {"loss code", "", 0, true},       {"math", "", 3, false},
+                   {"steps", "", 2, false},   {"final loss", "loss", 0, false}, {"test acc", "acc", 4, false},
+                   {"reference", "", 0, true}};
   for (const auto& r : result.runs) {
     const TrainConfig& c = r.run->config;
     const bool ok = r.status.ok();
-    rows.push_back({r.name, Cluster(c), std::to_string(c.global_batch_size()), Split(c), c.cluster.loss().ShortName(),
-                    std::string(MathModeName(c.cluster.math)), ok ? std::to_string(r.report.steps) : "-",
-                    ok ? Format("%.4f", r.Value("final_loss")) : "-",
-                    ok ? Format("%.2f%%", 100 * r.report.final_test_accuracy) : "-", ReferenceColumn(r)});
+    table.rows.push_back({r.name, Cluster(c), std::to_string(c.global_batch_size()), Split(c),
+                          c.cluster.loss().ShortName(), std::string(MathModeName(c.cluster.math)),
+                          ok ? std::to_string(r.report.steps) : "-", ok ? Format("%.4f", r.Value("final_loss")) : "-",
+                          ok ? Format("%.2f%%", 100 * r.report.final_test_accuracy) : "-", ReferenceColumn(r)});
+    std::vector<Tone> tones(table.columns.size(), Tone::kPlain);
+    tones.back() = ReferenceTone(result, r);
+    table.tones.push_back(std::move(tones));
   }
-  return rows;
+  return table;
+}
+
+Tone VerdictTone(const CheckVerdict& v) {
+  switch (VerdictLookOf(v)) {
+    case report::VerdictLook::kAsExpected:
+      return Tone::kPass;
+    case report::VerdictLook::kPitfall:
+      return Tone::kPitfall;
+    case report::VerdictLook::kNotAsExpected:
+      break;
+  }
+  return Tone::kFail;
+}
+
+// The Checks table; on a narrow terminal "expected" goes first (the verdict says
+// whether the outcome was the expected one), then the labels wrap.
+TextTable CheckTable(const ScenarioResult& result) {
+  TextTable table;
+  table.columns = {{"#", "", 0, false},
+                   {"check", "", 0, true},
+                   {"expected", "", 1, false},
+                   {"got", "", 0, false},
+                   {"verdict", "", 0, true}};
+  for (std::size_t i = 0; i < result.verdicts.size(); ++i) {
+    const CheckVerdict& v = result.verdicts[i];
+    table.rows.push_back({std::to_string(i + 1), v.label, v.expected, v.got, VerdictWords(v)});
+    const Tone got = v.passed ? Tone::kPass : (v.as_expected ? Tone::kPitfall : Tone::kFail);
+    table.tones.push_back({Tone::kPlain, Tone::kPlain, Tone::kPlain, got, VerdictTone(v)});
+  }
+  return table;
 }
 
 }  // namespace
+
+report::VerdictLook VerdictLookOf(const CheckVerdict& v) {
+  if (!v.as_expected) return report::VerdictLook::kNotAsExpected;
+  // A check that fails as its file expects shows the pitfall; an expected refusal
+  // or fault is a check that passed (the run was refused, as it should be).
+  const bool outcome_check = v.check == nullptr || (v.check->kind != ScenarioCheckKind::kRefused &&
+                                                    v.check->kind != ScenarioCheckKind::kFault);
+  return !v.passed && outcome_check ? report::VerdictLook::kPitfall : report::VerdictLook::kAsExpected;
+}
+
+std::string VerdictWords(const CheckVerdict& v) {
+  switch (VerdictLookOf(v)) {
+    case report::VerdictLook::kAsExpected:
+      return "as expected";
+    case report::VerdictLook::kPitfall:
+      return "the pitfall, as expected";
+    case report::VerdictLook::kNotAsExpected:
+      break;
+  }
+  return "NOT AS EXPECTED";
+}
 
 std::string FormatVerdictCount(const ScenarioResult& result) {
   std::size_t as_expected = 0;
@@ -126,11 +170,18 @@ std::string FormatRunText(const ScenarioResult& result, const std::string& text,
 std::string FormatHeadline(const ScenarioResult& result) { return FormatRunText(result, result.scenario->headline); }
 
 std::string FormatScenarioText(const ScenarioResult& result, int width) {
+  return FormatScenarioText(result, ScenarioTextOptions{width, 0, false});
+}
+
+std::string FormatScenarioText(const ScenarioResult& result, const ScenarioTextOptions& options) {
   const Scenario& s = *result.scenario;
-  std::string out = "Scenario " + s.name + ": " + s.title + "\n";
-  if (!s.headline.empty()) out += "In one line: " + FormatHeadline(result) + "\n";
+  const int width = options.table_width > 0 ? std::min(options.width, options.table_width) : options.width;
+  const bool color = options.color;
+  // Fitted to a terminal, the two heading lines wrap too (not on a file: goldens).
+  std::string out = WrapLines("Scenario " + s.name + ": " + s.title + "\n", options.table_width);
+  if (!s.headline.empty()) out += WrapLines("In one line: " + FormatHeadline(result) + "\n", options.table_width);
   if (!s.description.empty()) out += Wrap(FormatRunText(result, s.description), width, "");
-  if (!result.runs.empty()) out += "\nRuns\n" + Table(RunRows(result), "  ");
+  if (!result.runs.empty()) out += "\nRuns\n" + RenderTable(RunTable(result), options.table_width, color);
   for (const auto& r : result.runs)
     if (!r.run->description.empty() || !r.run->sets.empty()) {
       std::string line = r.name + ":";
@@ -141,30 +192,27 @@ std::string FormatScenarioText(const ScenarioResult& result, int width) {
       out += Wrap(line, width, "  ");
     }
   out += "\nChecks\n";
-  std::vector<std::vector<std::string>> rows = {{"#", "check", "expected", "got", "verdict"}};
+  const FittedTable checks = FitTable(CheckTable(result), options.table_width, color);
+  out += checks.header;
+  const std::string detail_indent = checks.stacked ? "    " : "       ";
   for (std::size_t i = 0; i < result.verdicts.size(); ++i) {
     const CheckVerdict& v = result.verdicts[i];
-    rows.push_back(
-        {std::to_string(i + 1), v.label, v.expected, v.got, v.as_expected ? "as expected" : "NOT AS EXPECTED"});
-  }
-  const std::string table = Table(rows, "  ");
-  std::istringstream lines(table);
-  std::string line;
-  std::getline(lines, line);
-  out += line + "\n";
-  for (const auto& v : result.verdicts) {
-    std::getline(lines, line);
-    out += line + "\n";
+    out += checks.rows[i];
     // A detail with line breaks is a drawing: printed as it is, indented.
     if (v.detail.find('\n') != std::string::npos) {
       std::istringstream detail(v.detail);
-      for (std::string row; std::getline(detail, row);) out += "       " + row + "\n";
+      // On a terminal a line too wide wraps (the drawing's rows are short).
+      for (std::string row; std::getline(detail, row);)
+        out += WrapLines(detail_indent + row + "\n", options.table_width);
     } else if (!v.detail.empty()) {
-      out += Wrap(v.detail, width, "       ");
+      out += Wrap(v.detail, width, detail_indent);
     }
   }
-  out += "\nVerdict: " + FormatVerdictCount(result) +
-         (result.all_as_expected ? ".\n" : " -- this scenario does not behave as its file expects.\n");
+  out += checks.note;
+  const std::string verdict = "Verdict: " + FormatVerdictCount(result) +
+                              (result.all_as_expected ? "." : " -- this scenario does not behave as its file expects.");
+  out += "\n" + WrapLines(Paint(verdict, result.all_as_expected ? Tone::kPass : Tone::kFail, color) + "\n",
+                          options.table_width);
   return out;
 }
 
@@ -343,14 +391,20 @@ std::string RenderScenarioReport(const ScenarioResult& result) {
   page.AddHeading(1, s.title);
   if (!s.description.empty()) page.AddParagraph(FormatRunText(result, s.description));
   page.AddHeading(2, "Verdicts");
-  for (const auto& v : result.verdicts)
-    page.AddVerdict(v.got, v.as_expected, v.label + " (expected " + v.expected + "): " + v.detail);
+  for (const auto& v : result.verdicts) {
+    const report::VerdictLook kind = VerdictLookOf(v);
+    // An expected failure reads as the pitfall, in its own colour, not as a green "FAIL".
+    const std::string outcome = kind == report::VerdictLook::kPitfall ? v.got + " (the pitfall, as expected)" : v.got;
+    page.AddVerdict(outcome, kind, v.label + " (expected " + v.expected + "): " + v.detail);
+  }
   page.AddParagraph("Verdict: " + FormatVerdictCount(result) + ".");
-  const auto rows = RunRows(result);
-  if (rows.size() > 1) page.AddHeading(2, "Runs");
-  if (rows.size() > 1)
-    page.AddTable(rows.front(), std::vector<std::vector<std::string>>(rows.begin() + 1, rows.end()),
-                  {false, false, true, false, false, true, true, true, false});
+  const TextTable runs = RunTable(result);
+  if (!runs.rows.empty()) {
+    page.AddHeading(2, "Runs");
+    std::vector<std::string> header;
+    for (const auto& column : runs.columns) header.push_back(column.header);
+    page.AddTable(header, runs.rows, {false, false, true, false, false, true, true, true, false});
+  }
   for (const auto& r : result.runs)
     if (!r.status.ok()) page.AddParagraph(r.name + ": " + r.status.message());
   page.AddHeading(2, "Plots");

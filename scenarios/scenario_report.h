@@ -14,8 +14,25 @@
 
 namespace dtlab {
 
-/// The verdict table as `dtlab run` prints it (wrapped at `width` columns).
+/// How `dtlab run` lays out its text.
+struct ScenarioTextOptions {
+  int width = 100;      // descriptions and details wrap here
+  int table_width = 0;  // everything fits this many columns (a terminal's); 0: tables as wide as they need
+  bool color = false;   // ANSI colour: PASS green, FAIL red, the pitfall (an expected failure) yellow
+};
+
+/// The verdict table as `dtlab run` prints it (wrapped at `width` columns, tables
+/// as wide as they need: the layout of the golden files).
 std::string FormatScenarioText(const ScenarioResult& result, int width = 100);
+/// The same, fitted to a terminal (scenarios/text_table.h: short headers, columns
+/// left out, wrapped cells, or one block per row).
+std::string FormatScenarioText(const ScenarioResult& result, const ScenarioTextOptions& options);
+
+/// How a verdict reads: as expected; the pitfall, as expected (a check its file
+/// expects to fail fails: the pitfall the scenario shows); or not as expected.
+report::VerdictLook VerdictLookOf(const CheckVerdict& verdict);
+/// "as expected", "the pitfall, as expected" or "NOT AS EXPECTED".
+std::string VerdictWords(const CheckVerdict& verdict);
 
 /// One line per check: "as expected" or not, for summaries (the flagship).
 std::string FormatVerdictCount(const ScenarioResult& result);

@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev doxygen
   clang libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh)
   clang-format  # the C++ layout check (scripts/check-format.sh, .clang-format)
+  groff-base  # renders the manual pages the build writes (tests/cli/man_pages.sh)
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
 )

@@ -3,6 +3,7 @@
 
 expect_exit 0 help -- "$DTLAB" --help
 expect_contains help out "train"
+expect_contains help out "train a model on one device or a virtual cluster"
 expect_contains help out "eval"
 expect_exit 0 train_help -- "$DTLAB" train --help
 expect_contains train_help out "--batch-per-replica"
@@ -25,6 +26,14 @@ expect_contains help out "replay"
 expect_contains help out "devices"
 expect_contains replay_help out "--against"
 expect_contains train_help out "--backend"
+# train --help groups its options by topic and ends with examples (scenarios/run_options.h).
+for group in "Model and data:" "Cluster:" "Loss code:" "Math:" "Checkpoints:" "Faults:" "Outputs:" "Examples:"; do
+  expect_contains train_help out "$group"
+done
+CHECKS=$((CHECKS + 1))
+tail -n 2 "$WORK/train_help.out" | grep -q '^    dtlab train' || fail "train --help does not end with an example"
+for command in run lesson check; do expect_contains "${command}_help" out "Examples:"; done
+expect_contains lesson_help out "--all"
 expect_exit 2 no_command -- "$DTLAB"
 expect_exit 2 unknown_command -- "$DTLAB" frobnicate
 expect_contains unknown_command err "unknown command 'frobnicate'"

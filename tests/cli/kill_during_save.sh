@@ -14,8 +14,19 @@ for trial in $(seq 1 "$TRIALS"); do
   "$DTLAB" train --no-progress --epochs 1 --checkpoint-every 1 --max-to-keep 2 --checkpoint-dir "$dir" \
     >"$WORK/train$trial.out" 2>&1 &
   pid=$!
-  # Between 0.6 and 1.6 s: mostly after the data set is loaded, while steps and saves alternate.
-  sleep "$(printf "0.%03d" $((RANDOM % 1000)))"; sleep 0.6
+  delay=$(printf "0.%03d" $((RANDOM % 1000)))
+  if [ $((trial % 2)) = 0 ]; then
+    # Even trials: once the first checkpoint exists (however loaded the machine is),
+    # 0 to 1 s later, while steps and saves alternate.
+    for _ in $(seq 1 600); do
+      [ -f "$dir/checkpoint" ] || ! kill -0 "$pid" 2>/dev/null && break
+      sleep 0.05
+    done
+    sleep "$delay"
+  else
+    # Odd trials: 0.6 to 1.6 s after the start, before or after the first save.
+    sleep "$delay"; sleep 0.6
+  fi
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   ls "$dir"/*.tmp-* >/dev/null 2>&1 && mid_save=$((mid_save + 1))

@@ -1,6 +1,8 @@
 # Helpers for the end-to-end tests of the dtlab binary. Sourced by tests/cli/*.sh (its name does not end in .sh, so it is not a test itself).
 # ctest sets DTLAB (the binary), DTLAB_SOURCE_DIR and DTLAB_TEST_WORK (a scratch dir).
 set -u
+# Output to files, as the goldens hold it: no terminal width, no colour preference.
+unset COLUMNS NO_COLOR
 : "${DTLAB:?set DTLAB to the dtlab binary}"
 WORK="${DTLAB_TEST_WORK:-$(mktemp -d)}"
 rm -rf "$WORK" && mkdir -p "$WORK"

@@ -168,8 +168,12 @@ TEST(HtmlReport, NiceTicks) {
   const std::string svg = RenderSvg(Loss());
   EXPECT_EQ(TickLabels(svg, true),
             (std::vector<std::string>{"0.6", "0.8", "1", "1.2", "1.4", "1.6", "1.8", "2", "2.2"}));
-  // x from 0 to 4, about 8 ticks.
-  EXPECT_EQ(TickLabels(svg, false), (std::vector<std::string>{"0", "0.5", "1", "1.5", "2", "2.5", "3", "3.5", "4"}));
+  // x from 0 to 4 in whole steps: whole ticks only (never "step 1.5").
+  EXPECT_EQ(TickLabels(svg, false), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
+  // x with fractions from 0 to 4: about 8 ticks.
+  LinePlot fractional{"t", "x", "y", {{"s", {0, 0.5, 4}, {1, 2, 3}}}, false};
+  EXPECT_EQ(TickLabels(RenderSvg(fractional), false),
+            (std::vector<std::string>{"0", "0.5", "1", "1.5", "2", "2.5", "3", "3.5", "4"}));
   // Floating-point noise never shows: the tick at 0 reads "0", not "5.55112e-17".
   LinePlot tenths{"t", "x", "y", {{"s", {0, 1}, {-0.3, 0.7}}}, false};
   const std::vector<std::string> labels = TickLabels(RenderSvg(tenths), true);
@@ -476,6 +480,38 @@ TEST(HtmlReport, HugeAndMismatchedInputsStayFinite) {
   EXPECT_NE(timeline.find("<title>backwards (k): 2 to 5 ms"), std::string::npos);
   EXPECT_EQ(timeline.find("<title>nan"), std::string::npos);
   EXPECT_NE(timeline.find("<title>instant (k): 3 to 3 ms"), std::string::npos);
+}
+
+// Equal series stay visible: distinct dashes, the earlier drawn wider beneath,
+// and a note under the legend (the gradient-norm plot: distributed = reference).
+TEST(HtmlReport, OverlappingSeriesStayVisible) {
+  LinePlot plot{"norms", "step", "|g|", {}, false};
+  plot.series = {{"main distributed", {1, 2, 3}, {1, 2, 3}},
+                 {"main reference", {1, 2, 3}, {1, 2, 3}},
+                 {"other", {1, 2, 3}, {3, 2, 1}}};
+  const std::string svg = RenderSvg(plot);
+  const std::vector<Element> paths = All(svg, "path");
+  ASSERT_EQ(paths.size(), 3u);
+  EXPECT_GT(paths[0].Attr("stroke-width"), paths[1].Attr("stroke-width"));
+  EXPECT_EQ(paths[1].Attr("stroke-width"), paths[2].Attr("stroke-width"));
+  EXPECT_EQ(paths[0].attrs.count("stroke-dasharray"), 0u);
+  EXPECT_NE(paths[1].attrs.at("stroke-dasharray"), paths[2].attrs.at("stroke-dasharray"));
+  EXPECT_TRUE(HasText(svg, "Lines overlap (wider beneath): main distributed = main reference")) << svg;
+  // Without equal series there is no note.
+  plot.series.pop_back(), plot.series.back().y = {2, 3, 4};
+  EXPECT_EQ(RenderSvg(plot).find("Lines overlap"), std::string::npos);
+}
+
+// PASS, FAIL and a failure the scenario expects (the pitfall) look different.
+TEST(HtmlReport, ExpectedFailureHasItsOwnClass) {
+  HtmlDocument doc("t");
+  doc.AddVerdict("PASS", true, "fine");
+  doc.AddVerdict("FAIL", false, "broken");
+  doc.AddVerdict("FAIL", VerdictLook::kPitfall, "the pitfall");
+  const std::string html = doc.Render();
+  EXPECT_NE(html.find("<p class=\"verdict ok\">"), std::string::npos);
+  EXPECT_NE(html.find("<p class=\"verdict bad\">"), std::string::npos);
+  EXPECT_NE(html.find("<p class=\"verdict pitfall\">"), std::string::npos);
 }
 
 }  // namespace

@@ -227,14 +227,16 @@ TEST(OptionsTableTest, BadValuesGiveTheSameMessage) {
   }
 }
 
-// --help lists the flags in the table's order, each once.
+// --help lists the flags by group (RunOptionGroups()' order), in the table's order
+// within a group, each once.
 TEST(OptionsTableTest, TrainCommandFlagsFollowTheTable) {
   po::options_description options("Options");
   cli::AddRunFlags(options);
   std::vector<std::string> listed, expected;
   for (const auto& option : options.options()) listed.push_back(option->long_name());
-  for (const RunOption& option : RunOptionTable())
-    if (!option.flag.empty()) expected.emplace_back(option.flag);
+  for (const RunOptionGroup& group : RunOptionGroups())
+    for (const RunOption& option : RunOptionTable())
+      if (!option.flag.empty() && option.group == group.group) expected.emplace_back(option.flag);
   EXPECT_EQ(listed, expected);
   EXPECT_EQ(options.find("epochs", false).format_parameter(), "arg (=10)");
   EXPECT_EQ(options.find("check-reference", false).format_parameter(), "");
