@@ -389,9 +389,11 @@ int TrainCommand(const std::vector<std::string>& args) {
     quiet.reset(std::fopen("/dev/null", "w"));
     if (quiet) human = quiet.get();
   }
-  // On a terminal (or with COLUMNS set) lines wider than it wrap at spaces.
+  // On a terminal (or with COLUMNS set) lines wider than it wrap at spaces. Under
+  // mpirun stdout is Open MPI's pseudo-terminal, which relays to wherever mpirun's
+  // output goes, not the user's terminal: COLUMNS alone decides there.
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> fitted(nullptr, std::fclose);
-  if (human == stdout && FitWidth() > 0) {
+  if (human == stdout && (!mpi || std::getenv("COLUMNS") != nullptr) && FitWidth() > 0) {
     fitted.reset(OpenFittedStream(stdout, FitWidth()));
     if (fitted) human = fitted.get();
   }
