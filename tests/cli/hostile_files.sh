@@ -199,7 +199,8 @@ if [ -d "$FASHION" ]; then
   expect_exit 0 lock_eval -- timeout 300 "$DTLAB" eval --checkpoint-dir "$WORK/busy"
   CHECKS=$((CHECKS + 1))
   kill -0 "$long" 2>/dev/null || fail "the long training ended early: $(tail -3 "$WORK/long.err")"
-  kill "$long" 2>/dev/null; wait "$long" 2>/dev/null
+  # SIGKILL: a holder that dies without a word (SIGTERM would now save at its step and stop).
+  kill -9 "$long" 2>/dev/null; wait "$long" 2>/dev/null
   expect_exit 0 lock_after -- timeout 300 "$DTLAB" train --no-progress --steps 4 --checkpoint-dir "$WORK/busy"
   CHECKS=$((CHECKS + 1))
   [ "$(ls "$WORK/busy")" = "$(printf 'checkpoint\nckpt-2.safetensors\nckpt-4.safetensors\nmetrics.csv')" ] ||
