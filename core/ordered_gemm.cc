@@ -18,10 +18,10 @@
 namespace dtlab {
 namespace {
 
+using ordered_simd::kLanes;
+using ordered_simd::Mask;
 using ordered_simd::Simd;
-using Vec = Simd::Vec;
-using Mask = Simd::Mask;
-constexpr int kLanes = Simd::kLanes;
+using ordered_simd::Vec;
 constexpr int kMaxRows = Simd::RowsFor(1);
 
 // How A(i, k) is addressed. Column-major (unit row stride: the rows of one k are

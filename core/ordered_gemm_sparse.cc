@@ -27,10 +27,10 @@
 namespace dtlab {
 namespace {
 
+using ordered_simd::kLanes;
+using ordered_simd::Mask;
 using ordered_simd::Simd;
-using Vec = Simd::Vec;
-using Mask = Simd::Mask;
-constexpr int kLanes = Simd::kLanes;
+using ordered_simd::Vec;
 
 // The zero-skipping kernels pay for finding the non-zero entries and, for B, for
 // keeping the chains in memory: above this share of non-zero entries the full

@@ -90,4 +90,8 @@ struct Simd {
 };
 #endif
 
+using Vec = Simd::Vec;
+using Mask = Simd::Mask;
+constexpr int kLanes = Simd::kLanes;
+
 }  // namespace dtlab::ordered_simd
