@@ -1,5 +1,6 @@
 // dtlab: a deterministic lab for data-parallel training. Entry point and dispatch.
 #include <cstdio>
+#include <filesystem>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -54,6 +55,11 @@ constexpr Command kCommands[] = {
 // dtlab --man-page DIR (hidden; the build runs it): writes dtlab.1 and
 // dtlab-COMMAND.1 for every command into DIR, each made from the --help text.
 int WriteManPages(const std::string& directory) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory, error)) {  // a wrong path is the caller's mistake: exit 2
+    std::fprintf(stderr, "dtlab --man-page: %s is not a directory; create it first\n", directory.c_str());
+    return 2;
+  }
   auto write = [&](const std::string& name, const std::string& page) {
     const dtlab::Status written = dtlab::WriteFileAtomically(directory + "/" + name + ".1", page);
     if (!written.ok()) std::fprintf(stderr, "dtlab --man-page: %s\n", written.ToString().c_str());

@@ -7,6 +7,11 @@
 COMMANDS="train eval run list lesson check cluster replay devices"
 BUILT="$(dirname "$DTLAB")/../man"
 expect_exit 0 man_page -- "$DTLAB" --man-page "$WORK"
+# A directory that is not there, or a file, is the caller's mistake: exit 2, and nothing written.
+expect_exit 2 man_missing -- "$DTLAB" --man-page "$WORK/missing"
+expect_contains man_missing err "is not a directory"
+[ -e "$WORK/missing" ] && fail "dtlab --man-page created $WORK/missing"
+expect_exit 2 man_file -- "$DTLAB" --man-page "$WORK/dtlab.1"
 for page in dtlab $(for c in $COMMANDS; do echo "dtlab-$c"; done); do
   CHECKS=$((CHECKS + 1))
   [ -s "$WORK/$page.1" ] || { fail "dtlab --man-page wrote no $page.1"; continue; }
