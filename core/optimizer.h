@@ -8,8 +8,13 @@
 // Arithmetic is float32 in the order Keras writes it, so results match Keras up to
 // the rounding of its own kernels.
 //
-// Thread safety: an optimizer is owned by one replica (or the central store); not
-// safe for concurrent Apply.
+// Every rule is elementwise, so an update can be split over threads: BeginStep
+// fixes the step's constants, UpdateElements updates any slice of any parameter
+// (slices may run concurrently and in any order: each element's bits are the same),
+// EndStep counts the step. Apply is the three in one.
+//
+// Thread safety: an optimizer is owned by one replica (or the central store);
+// concurrent UpdateElements calls on disjoint slices are safe, nothing else is.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +48,20 @@ class Optimizer {
 
   /// One update of every parameter with its gradient, then iterations += 1.
   /// REQUIRES: Build() was called with parameters of the same shapes.
-  virtual void Apply(std::span<Tensor<float>> params, std::span<const Tensor<float>> grads, float learning_rate) = 0;
+  void Apply(std::span<Tensor<float>> params, std::span<const Tensor<float>> grads, float learning_rate);
+
+  /// The constants of the step after iterations() (Adam's bias correction, say).
+  struct StepConstants {
+    float learning_rate = 0.0f;
+    float alpha = 0.0f;  // Adam: lr * sqrt(1 - b2^t) / (1 - b1^t)
+  };
+  virtual StepConstants BeginStep(float learning_rate) const = 0;
+  /// Updates elements [begin, end) of parameter `param` (weights `w`, gradient `g`)
+  /// and their slots. REQUIRES: Build(); 0 <= begin <= end <= the parameter's size.
+  virtual void UpdateElements(const StepConstants& step, std::size_t param, std::int64_t begin, std::int64_t end,
+                              float* w, const float* g) = 0;
+  /// iterations += 1, once every element of the step is updated.
+  void EndStep() { ++iterations_; }
 
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t iterations) { iterations_ = iterations; }

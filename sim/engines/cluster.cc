@@ -1,16 +1,19 @@
 #include "sim/engines/cluster.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <type_traits>
 
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_invoke.h>
 
 #include "core/batch.h"
 #include "core/loss.h"
 #include "sim/compute/device_backend.h"
+#include "sim/compute/parallel_update.h"
 
 namespace dtlab {
 
@@ -51,7 +54,15 @@ std::string NonFiniteNames(const Sequential<float>& model, Classify classify) {
   return names;
 }
 
+// True if every value is finite: one branch-free pass that the compiler vectorizes.
+bool AllFinite(std::span<const float> values) {
+  std::uint32_t largest = 0;  // of the magnitudes' bits; infinities and NaNs are the largest
+  for (const float v : values) largest = std::max(largest, std::bit_cast<std::uint32_t>(v) & 0x7fffffffu);
+  return largest < 0x7f800000u;
+}
+
 std::string NonFiniteVariables(const Sequential<float>& model, const ParameterList<float>& values) {
+  if (std::all_of(values.begin(), values.end(), [](const Tensor<float>& v) { return AllFinite(v.span()); })) return "";
   return NonFiniteNames(model, [&](std::size_t p) {
     bool nan = false, inf = false;
     for (const float v : values[p].span()) nan |= std::isnan(v), inf |= std::isinf(v);
@@ -367,15 +378,30 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
     else
       segments.push_back({&Weights(replica), offsets[k], batch_sizes[k], &replica.grads, nullptr});
   }
-  if constexpr (kExact)
-    DTLAB_RETURN_IF_ERROR(compute.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments));
-  else
-    DTLAB_RETURN_IF_ERROR(compute.Run(images_, labels_, coefficients_, losses_, predictions_, segments));
+  // Beside the passes, on whichever thread is free: the regularization loss of each
+  // replica that adds a share of it (one ordered sum over the kernels, which no
+  // thread would otherwise share).
+  const RegularizationSplit split = config_.split();
+  std::vector<float> regularization(static_cast<std::size_t>(n), 0.0f);
+  Status computed;
+  tbb::parallel_invoke(
+      [&] {
+        if constexpr (kExact)
+          computed = compute.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
+        else
+          computed = compute.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
+      },
+      [&] {
+        tbb::parallel_for(first, end, [&](std::int32_t r) {
+          if (config_.RegularizationShare(1.0f, r, n, split) != 0.0f)
+            regularization[static_cast<std::size_t>(r)] = model_.RegularizationLoss(Weights(*Local(r)));
+        });
+      });
+  DTLAB_RETURN_IF_ERROR(computed);
 
   // Per replica: its loss with its share of the regularization (the loss code's),
   // the same share of the regularization gradient, and its gradient ready for the
   // collective.
-  const RegularizationSplit split = config_.split();
   std::vector<LossSum> sums(static_cast<std::size_t>(n));
   tbb::parallel_for(first, end, [&](std::int32_t r) {
     const auto k = static_cast<std::size_t>(r);
@@ -390,7 +416,7 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
     // DDP: every replica's loss holds the whole regularization and the MEAN divides
     // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
     if (const float scale = config_.RegularizationShare(1.0f, r, n, split); scale != 0.0f) {
-      const float share = config_.RegularizationShare(model_.RegularizationLoss(weights), r, n, split);
+      const float share = config_.RegularizationShare(regularization[k], r, n, split);
       if constexpr (kExact) {
         sums[k].Add(share);
         AddRegularizationWords(model_, weights, scale, replica.words);
@@ -483,7 +509,7 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step) {
     // The host applies the reduced gradient to its copy, then broadcasts the variables.
     ParameterList<float>& grads = replicas_[0].grads;
     UnpackParameters(replicas_[0].flat, grads);
-    host_optimizer_->Apply(host_params_, grads, learning_rate);
+    ApplyInParallel(*host_optimizer_, host_params_, grads, learning_rate);
     PackParameters(host_params_, replicas_[0].flat);
     std::vector<std::span<float>> buffers;
     for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
@@ -500,7 +526,7 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step) {
     tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
       Replica& replica = replicas_[k];
       UnpackParameters(replica.flat, replica.grads);
-      replica.optimizer->Apply(replica.params, replica.grads, learning_rate);
+      ApplyInParallel(*replica.optimizer, replica.params, replica.grads, learning_rate);
     });
   }
   if (const std::string bad = NonFiniteVariables(model_, variables()); !bad.empty())
