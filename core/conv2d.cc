@@ -1,6 +1,7 @@
 #include "core/conv2d.h"
 
 #include <cstring>
+#include <vector>
 #include <type_traits>
 
 #include "core/layer_kernels.h"
@@ -55,6 +56,32 @@ void Col2Im(const T* grad_patches, std::int64_t kernel_height, std::int64_t kern
       }
 }
 
+// The patch matrix read in place (core/ordered_gemm.h, SegmentedRows) rather than
+// built by im2col, where a kernel row's inputs (KW*C of them, contiguous in NHWC) are
+// many enough: the chains' k blocks are cut at every segment, which costs a store and
+// a load of C each time (a 3-wide kernel over one channel keeps im2col).
+constexpr std::int64_t kMinSegmentInPlace = 32;
+
+bool ReadsPatchesInPlace(const Tensor<float>& x, std::int64_t kernel_width) {
+  return kernel_width * x.dim(3) >= kMinSegmentInPlace;
+}
+
+// rows[i] = where output pixel i's patch starts in x (its first kernel row).
+void PatchRows(const Tensor<float>& x, std::int64_t kernel_height, std::int64_t kernel_width,
+               std::vector<const float*>& rows) {
+  const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2), channels = x.dim(3);
+  const std::int64_t out_h = height - kernel_height + 1, out_w = width - kernel_width + 1;
+  rows.resize(static_cast<std::size_t>(batch * out_h * out_w));
+  std::size_t i = 0;
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t oh = 0; oh < out_h; ++oh)
+      for (std::int64_t ow = 0; ow < out_w; ++ow) rows[i++] = x.data() + ((b * height + oh) * width + ow) * channels;
+}
+
+SegmentedRows PatchMatrix(const Tensor<float>& x, std::int64_t kernel_width, const std::vector<const float*>& rows) {
+  return {rows.data(), kernel_width * x.dim(3), x.dim(2) * x.dim(3)};
+}
+
 }  // namespace
 
 template <typename T>
@@ -97,8 +124,16 @@ void Conv2D<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T
   const std::int64_t out_h = height - kernel_height_ + 1, out_w = width - kernel_width_ + 1;
   const std::int64_t rows = batch * out_h * out_w;
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
-  Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
   y.Resize({batch, out_h, out_w, filters_});
+  if constexpr (std::is_same_v<T, float>) {
+    if (ReadsPatchesInPlace(x, kernel_width_)) {
+      PatchRows(x, kernel_height_, kernel_width_, cache.rows);
+      OrderedGemmSegmentedA(rows, filters_, patch, PatchMatrix(x, kernel_width_, cache.rows), params[0]->data(),
+                            filters_, y.data(), filters_, {params[1]->data(), activation_ == Activation::kRelu});
+      return;
+    }
+  }
+  Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
   DenseForward(cache.buffer.data(), rows, patch, params[0]->data(), params[1]->data(), filters_, activation_, y.data());
 }
 
@@ -110,15 +145,49 @@ void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<
   const std::int64_t rows = batch * out_h * out_w;
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
+  bool in_place = false;  // the forward pass read the patch matrix in place
+  if constexpr (std::is_same_v<T, float>) in_place = ReadsPatchesInPlace(x, kernel_width_);
   // The patch matrix is the layer's A: each kernel element is one chain over every
-  // output pixel of the batch.
-  DenseParameterGradients(cache.buffer.data(), dy.data(), rows, patch, filters_, param_grads[0]->data(),
-                          param_grads[1]->data(), magnitudes.empty() ? nullptr : magnitudes[0]->data(),
-                          magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input, cache.abs_gradient);
+  // output pixel of the batch. Read in place where the zero-skipping kernel takes it,
+  // else built (im2col) as the forward pass would have.
+  bool kernel_done = false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (in_place && magnitudes.empty()) {
+      PatchRows(x, kernel_height_, kernel_width_, cache.rows);
+      kernel_done = OrderedGemmSparseBSegmentedColumns(patch, filters_, rows, PatchMatrix(x, kernel_width_, cache.rows),
+                                                       dy.data(), filters_, param_grads[0]->data(), filters_);
+      if (kernel_done) ColumnSums(dy.data(), rows, filters_, param_grads[1]->data());
+    }
+  }
+  if (!kernel_done) {
+    if (in_place) Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
+    DenseParameterGradients(cache.buffer.data(), dy.data(), rows, patch, filters_, param_grads[0]->data(),
+                            param_grads[1]->data(), magnitudes.empty() ? nullptr : magnitudes[0]->data(),
+                            magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input, cache.abs_gradient);
+  }
   if (dx == nullptr) return;
-  // d(patches) into the patch buffer (no longer needed), then col2im.
-  DenseInputGradient(dy.data(), rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
   dx->Resize(x.shape());
+  if constexpr (std::is_same_v<T, float>) {
+    if (in_place) {
+      // d(patches) = dz kernel^T added straight into dx in col2im's order (no patch
+      // gradient matrix): the kernel transposed is the product's B.
+      const T* kernel = params[0]->data();
+      cache.transposed.Resize({filters_, patch});
+      for (std::int64_t i = 0; i < patch; ++i)
+        for (std::int64_t f = 0; f < filters_; ++f) cache.transposed[f * patch + i] = kernel[i * filters_ + f];
+      dx->SetZero();
+      PatchRows(x, kernel_height_, kernel_width_, cache.rows);
+      std::vector<float*>& dx_rows = cache.mutable_rows;
+      dx_rows.resize(cache.rows.size());
+      for (std::size_t i = 0; i < dx_rows.size(); ++i) dx_rows[i] = dx->data() + (cache.rows[i] - x.data());
+      if (OrderedGemmSparseAAddToSegmentedRows(rows, patch, filters_, dy.data(), filters_, cache.transposed.data(),
+                                               patch, {dx_rows.data(), kernel_width_ * x.dim(3), x.dim(2) * x.dim(3)}))
+        return;
+    }
+  }
+  // d(patches) into the patch buffer (no longer needed), then col2im.
+  if (in_place) cache.buffer.Resize({rows, patch});
+  DenseInputGradient(dy.data(), rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
   Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
 }
 
@@ -133,6 +202,9 @@ void Conv2D<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Te
     const std::int64_t positions = out_h * out_w, rows = batch * positions;
     const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
     if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
+    // Per-example products read the patch matrix built (the forward pass may have
+    // read it in place).
+    if (ReadsPatchesInPlace(x, kernel_width_)) Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
     const float* dz = dy.data();
     // Per example: dkernel_e = patches_e^T dz_e, one chain over the example's
     // positions per element; dbias_e = the sum of dz_e over positions, in order.

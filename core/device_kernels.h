@@ -46,7 +46,7 @@ inline DTLAB_HOST_DEVICE float OrderedDot(const float* a, Index a_stride, const 
   return acc;
 }
 
-/// acc + bias, then the ReLU if any (AddBiasAndActivation's epilogue).
+/// acc + bias, then the ReLU if any (the CPU's GemmEpilogue, core/ordered_gemm.h).
 inline DTLAB_HOST_DEVICE float BiasAndActivation(float acc, float bias, bool relu) {
   acc += bias;
   return relu && !(acc > 0.0f) ? 0.0f : acc;

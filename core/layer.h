@@ -37,6 +37,8 @@ enum class Activation { kLinear, kRelu };
 template <typename T>
 struct LayerCache {
   Tensor<T> buffer;                   // e.g. the im2col patch matrix of a convolution
+  std::vector<const T*> rows;         // e.g. where each patch starts (the patch matrix read in place)
+  std::vector<T*> mutable_rows;       // the same in the input gradient
   std::vector<std::int32_t> indices;  // e.g. the argmax positions of a max pooling
   Tensor<T> transposed;               // a transposed kernel for the input gradient
   Tensor<T> abs_input, abs_gradient;  // |A| and |dz|, for the gradient magnitudes (the reference check)

@@ -18,22 +18,21 @@ void AbsoluteValues(const float* x, std::int64_t count, Tensor<float>& out) {
   for (std::int64_t i = 0; i < count; ++i) o[i] = std::fabs(x[i]);
 }
 
-// sums[u] = x[0][u] + x[1][u] + ... + x[rows-1][u], in row order from +0 (each
-// lane of a vectorized loop is one column's chain, so the order is the same).
+}  // namespace
+
+// Each lane of a vectorized loop is one column's chain, so the order is the same.
 void ColumnSums(const float* x, std::int64_t rows, std::int64_t columns, float* sums) {
   std::fill(sums, sums + columns, 0.0f);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t u = 0; u < columns; ++u) sums[u] += x[r * columns + u];
 }
 
-}  // namespace
-
 template <typename T>
 void DenseForward(const T* a, std::int64_t rows, std::int64_t inputs, const T* kernel, const T* bias,
                   std::int64_t units, Activation activation, T* out) {
   if constexpr (std::is_same_v<T, float>) {
-    OrderedGemm(rows, units, inputs, a, inputs, 1, kernel, units, out, units);
-    AddBiasAndActivation(out, rows, units, bias, activation);
+    OrderedGemmWithEpilogue(rows, units, inputs, a, inputs, 1, kernel, units, out, units,
+                            {bias, activation == Activation::kRelu});
   } else {
     MatrixMap<T> y(out, rows, units);
     y.noalias() = ConstMatrixMap<T>(a, rows, inputs) * ConstMatrixMap<T>(kernel, inputs, units);
@@ -101,14 +100,5 @@ void DenseInputGradient(const T* dz, std::int64_t rows, std::int64_t units, cons
   template void DenseInputGradient<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, Tensor<T>&, T*);
 DTLAB_INSTANTIATE_LAYER_KERNELS(float)
 DTLAB_INSTANTIATE_LAYER_KERNELS(double)
-
-void AddBiasAndActivation(float* out, std::int64_t rows, std::int64_t units, const float* bias, Activation activation) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t u = 0; u < units; ++u) {
-      float& v = out[r * units + u];
-      v += bias[u];
-      if (activation == Activation::kRelu) v = v > 0.0f ? v : 0.0f;
-    }
-}
 
 }  // namespace dtlab

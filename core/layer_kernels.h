@@ -20,12 +20,13 @@
 
 namespace dtlab {
 
-/// The epilogue of Dense and Conv2D: out[r][u] += bias[u], then the activation,
-/// element by element (out is [rows, units]).
-void AddBiasAndActivation(float* out, std::int64_t rows, std::int64_t units, const float* bias, Activation activation);
+/// sums[u] = x[0][u] + x[1][u] + ... + x[rows-1][u], in row order from +0 (a bias
+/// gradient; x is [rows, columns]).
+void ColumnSums(const float* x, std::int64_t rows, std::int64_t columns, float* sums);
 
 /// out[r][u] = chain over i of A[r][i] * kernel[i][u] (OrderedGemm), then += bias[u],
-/// then the activation, element by element. `out` is [rows, units].
+/// then the activation, element by element (one pass: GemmEpilogue). `out` is
+/// [rows, units].
 template <typename T>
 void DenseForward(const T* a, std::int64_t rows, std::int64_t inputs, const T* kernel, const T* bias,
                   std::int64_t units, Activation activation, T* out);

@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "core/ordered_gemm.h"
 #include "core/ordered_simd.h"
 
@@ -95,16 +97,18 @@ void RedoNegativeZeros(std::int64_t m, std::int64_t n, std::int64_t k, const flo
 struct PanelArgs {
   const std::uint64_t* words;  // the non-zero steps
   std::int64_t num_words;
-  const float* a;  // A kernel: A(i, 0) of the row; B kernel: unused
-  const float* b;  // A kernel: B[0][j0]; B kernel: A(i0, 0) (the columns of A play B's part)
+  const float* a;  // A(i, 0) of the row
+  const float* b;  // B[0][j0]
   std::int64_t ldb;
-  float* c;
+  float* c;  // C[i][j0], or where the row's panel is added
   Mask last_mask;
 };
 
 // A kernel: one row of C, kVectors vectors from j0, in registers; each non-zero
-// A(i, k) in ascending k broadcasts against kVectors vectors of row k of B.
-template <int kVectors, bool kMasked>
+// A(i, k) in ascending k broadcasts against kVectors vectors of row k of B. Then
+// the panel is stored (returns whether it holds a -0), or with kAdd added to what
+// c holds (returns false).
+template <int kVectors, bool kMasked, bool kAdd>
 bool RowPanel(const PanelArgs& t) {
   Vec acc[kVectors];
 #pragma GCC unroll 24
@@ -124,24 +128,51 @@ bool RowPanel(const PanelArgs& t) {
   std::uint32_t negative_zeros = 0;  // lanes past a masked end hold +0
 #pragma GCC unroll 24
   for (int v = 0; v < kVectors; ++v) {
-    negative_zeros |= Simd::NegativeZeroBits(acc[v]);
-    if (kMasked && v == kVectors - 1)
-      Simd::StoreMasked(t.c + v * kLanes, acc[v], t.last_mask);
-    else
-      Simd::Store(t.c + v * kLanes, acc[v]);
+    float* p = t.c + v * kLanes;
+    const bool last = kMasked && v == kVectors - 1;
+    if constexpr (kAdd) {
+      const Vec sum = Simd::Add(last ? Simd::LoadMasked(p, t.last_mask) : Simd::Load(p), acc[v]);
+      if (last)
+        Simd::StoreMasked(p, sum, t.last_mask);
+      else
+        Simd::Store(p, sum);
+    } else {
+      negative_zeros |= Simd::NegativeZeroBits(acc[v]);
+      if (last)
+        Simd::StoreMasked(p, acc[v], t.last_mask);
+      else
+        Simd::Store(p, acc[v]);
+    }
   }
   return negative_zeros != 0;
 }
 
+// A (m x k) column by column, for the B kernel: A(i, kk) = columns[kk][Offset(i)]
+// with Offset(i) = i / segment * segment_stride + i % segment. A column-major A is
+// one segment as long as a column; a convolution's patch matrix read in place
+// (SegmentedRows, as A's transpose) has one per kernel row.
+struct AColumns {
+  const float* const* columns;
+  std::int64_t segment, segment_stride;
+  std::int64_t Offset(std::int64_t i) const { return i / segment * segment_stride + i % segment; }
+  float At(std::int64_t i, std::int64_t kk) const { return columns[kk][Offset(i)]; }
+  bool ColumnFinite(std::int64_t kk, std::int64_t m) const {
+    for (std::int64_t i0 = 0; i0 < m; i0 += segment)
+      if (!AllFinite(columns[kk] + Offset(i0), std::min(segment, m - i0), 0, 1)) return false;
+    return true;
+  }
+};
+
 // B kernel: one column j of C, kVectors vectors of rows from i0, continued from the
 // chains in c (C transposed, so a column is contiguous); each listed step k (a
-// non-zero B[k][j]) broadcasts B[k][j] against kVectors vectors of column k of A.
+// non-zero B[k][j]) broadcasts B[k][j] against kVectors vectors of column k of A
+// (from columns[k] + offset: a panel never straddles a segment).
 struct ColumnArgs {
   const std::int64_t* steps;  // ascending k
   const float* values;        // B[k][j] of each step
   std::int64_t count;
-  const float* a;  // A(i0, 0)
-  std::int64_t a_col_stride;
+  const float* const* columns;
+  std::int64_t offset;
   float* c;  // C^T[j][i0]
   Mask last_mask;
 };
@@ -155,7 +186,7 @@ void ColumnPanel(const ColumnArgs& t) {
         (kMasked && v == kVectors - 1) ? Simd::LoadMasked(t.c + v * kLanes, t.last_mask) : Simd::Load(t.c + v * kLanes);
   for (std::int64_t s = 0; s < t.count; ++s) {
     const Vec bv = Simd::Broadcast(t.values + s);
-    const float* column = t.a + t.steps[s] * t.a_col_stride;
+    const float* column = t.columns[t.steps[s]] + t.offset;
 #pragma GCC unroll 24
     for (int v = 0; v < kVectors; ++v) {
       const Vec av = (kMasked && v == kVectors - 1) ? Simd::LoadMasked(column + v * kLanes, t.last_mask)
@@ -172,21 +203,24 @@ void ColumnPanel(const ColumnArgs& t) {
   }
 }
 
-// kRowPanels[masked][vectors - 1], likewise kColumnPanels.
-template <bool kMasked, int... kVectorsMinusOne>
-constexpr std::array<bool (*)(const PanelArgs&), kMaxPanel> RowPanels(std::integer_sequence<int, kVectorsMinusOne...>) {
-  return {&RowPanel<kVectorsMinusOne + 1, kMasked>...};
+using RowPanelFunction = bool (*)(const PanelArgs&);
+using ColumnPanelFunction = void (*)(const ColumnArgs&);
+
+// kRowPanels[add][masked][vectors - 1], kColumnPanels[masked][vectors - 1].
+template <bool kMasked, bool kAdd, int... kVectorsMinusOne>
+constexpr std::array<RowPanelFunction, kMaxPanel> RowPanels(std::integer_sequence<int, kVectorsMinusOne...>) {
+  return {&RowPanel<kVectorsMinusOne + 1, kMasked, kAdd>...};
 }
 template <bool kMasked, int... kVectorsMinusOne>
-constexpr std::array<void (*)(const ColumnArgs&), kMaxPanel> ColumnPanels(
-    std::integer_sequence<int, kVectorsMinusOne...>) {
+constexpr std::array<ColumnPanelFunction, kMaxPanel> ColumnPanels(std::integer_sequence<int, kVectorsMinusOne...>) {
   return {&ColumnPanel<kVectorsMinusOne + 1, kMasked>...};
 }
 constexpr auto kPanelSizes = std::make_integer_sequence<int, kMaxPanel>();
-constexpr std::array<std::array<bool (*)(const PanelArgs&), kMaxPanel>, 2> kRowPanels = {RowPanels<false>(kPanelSizes),
-                                                                                         RowPanels<true>(kPanelSizes)};
-constexpr std::array<std::array<void (*)(const ColumnArgs&), kMaxPanel>, 2> kColumnPanels = {
-    ColumnPanels<false>(kPanelSizes), ColumnPanels<true>(kPanelSizes)};
+constexpr std::array<std::array<std::array<RowPanelFunction, kMaxPanel>, 2>, 2> kRowPanels = {
+    {{RowPanels<false, false>(kPanelSizes), RowPanels<true, false>(kPanelSizes)},
+     {RowPanels<false, true>(kPanelSizes), RowPanels<true, true>(kPanelSizes)}}};
+constexpr std::array<std::array<ColumnPanelFunction, kMaxPanel>, 2> kColumnPanels = {ColumnPanels<false>(kPanelSizes),
+                                                                                     ColumnPanels<true>(kPanelSizes)};
 
 // Panels of equal width (in vectors), at most `max_vectors` each, covering `columns`.
 struct Panels {
@@ -198,57 +232,41 @@ Panels SplitIntoPanels(std::int64_t columns, std::int64_t max_vectors) {
   return {count, (vectors + count - 1) / count};
 }
 
+// Panels that each lie in one segment of `segment` columns, all whole vectors: the
+// segment's vectors, if they fit the registers; count 0 if not.
+Panels SegmentPanels(std::int64_t columns, std::int64_t segment) {
+  if (segment <= 0 || segment % kLanes != 0 || segment / kLanes > kMaxPanel || columns % segment != 0) return {0, 0};
+  return {columns / segment, segment / kLanes};
+}
+
 struct Scratch {
   std::vector<std::uint64_t> words;
   std::vector<std::int64_t> counts, steps;
-  std::vector<float> values, transposed;
+  std::vector<float> values;
+  std::vector<const float*> columns;
+  // 64-byte aligned: the column kernel loads and stores its accumulators here, and a
+  // vector split across two cache lines costs two.
+  std::vector<float, Eigen::aligned_allocator<float>> transposed;
 };
 Scratch& ThreadScratch() {
   thread_local Scratch scratch;
   return scratch;
 }
 
-}  // namespace
-
-void OrderedGemmSparseA(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
-                        std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
-  if (m <= 0 || n < kMinVectors * kLanes || k <= 0 || a_col_stride != 1 || !AllFinite(b, n, ldb, k))
-    return OrderedGemm(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
-  Scratch& s = ThreadScratch();
+// The non-zero bits of A's rows into s.words; false (the full chains are faster) if
+// more than kMaxNonZeroPercent of A is non-zero.
+bool FindNonZeroRows(std::int64_t m, std::int64_t k, const float* a, std::int64_t a_row_stride, Scratch& s) {
   const std::int64_t num_words = (k + 63) / 64;
   s.words.resize(static_cast<std::size_t>(m * num_words));
   std::int64_t non_zero = 0;
   for (std::int64_t i = 0; i < m; ++i) non_zero += NonZeroWords(a + i * a_row_stride, k, &s.words[i * num_words]);
-  if (non_zero * 100 > kMaxNonZeroPercent * m * k)
-    return OrderedGemm(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
-
-  // Panels of B narrow enough (k x panel) to stay in the level-1 cache.
-  const Panels panels = SplitIntoPanels(n, std::clamp<std::int64_t>(16384 / (k * kLanes), 1, kMaxPanel));
-  PanelArgs t;
-  bool negative_zeros = false;
-  t.num_words = num_words;
-  t.ldb = ldb;
-  for (std::int64_t j0 = 0; j0 < n; j0 += panels.vectors * kLanes) {
-    const std::int64_t columns = std::min(panels.vectors * kLanes, n - j0);
-    const int vectors = static_cast<int>((columns + kLanes - 1) / kLanes);
-    const int tail = static_cast<int>(columns - std::int64_t{vectors - 1} * kLanes);
-    t.last_mask = Simd::FirstLanes(tail);
-    const auto panel = kRowPanels[tail < kLanes][vectors - 1];
-    t.b = b + j0;
-    for (std::int64_t i = 0; i < m; ++i) {
-      t.words = &s.words[i * num_words];
-      t.a = a + i * a_row_stride;
-      t.c = c + i * ldc + j0;
-      negative_zeros |= panel(t);
-    }
-  }
-  if (negative_zeros) RedoNegativeZeros(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
+  return non_zero * 100 <= kMaxNonZeroPercent * m * k;
 }
 
-void OrderedGemmSparseB(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
-                        std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
-  if (m < kMinVectors * kLanes || n <= 0 || k <= 0 || a_row_stride != 1)
-    return OrderedGemm(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
+// The B kernel over A's columns; false (C unspecified) where the full chains must
+// run instead: B not mostly zeros, or a non-finite value in A.
+bool SparseBColumns(std::int64_t m, std::int64_t n, std::int64_t k, const AColumns& a, const Panels& panels,
+                    const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
   Scratch& s = ThreadScratch();
   const std::int64_t num_words = (n + 63) / 64;
   s.words.resize(static_cast<std::size_t>(k * num_words));
@@ -257,25 +275,20 @@ void OrderedGemmSparseB(std::int64_t m, std::int64_t n, std::int64_t k, const fl
   // leaves it non-finite for good (checked on C below); if row k is all zeros, its
   // column of A is checked here.
   std::int64_t non_zero = 0;
-  bool finite = true;
   for (std::int64_t kk = 0; kk < k; ++kk) {
     const std::int64_t row = NonZeroWords(b + kk * ldb, n, &s.words[kk * num_words]);
-    if (row == 0) finite = finite && AllFinite(a + kk * a_col_stride, m, 0, 1);
+    if (row == 0 && !a.ColumnFinite(kk, m)) return false;
     non_zero += row;
   }
-  if (non_zero * 100 > kMaxNonZeroPercent * n * k || !finite)
-    return OrderedGemm(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
+  if (non_zero * 100 > kMaxNonZeroPercent * n * k) return false;
 
   // C^T (n x m): every chain starts from +0 and is continued block after block.
   s.transposed.assign(static_cast<std::size_t>(n * m), 0.0f);
   s.counts.resize(static_cast<std::size_t>(n));
   s.steps.resize(static_cast<std::size_t>(n * kBlockSteps));
   s.values.resize(static_cast<std::size_t>(n * kBlockSteps));
-  // Panels of 144 rows of C: one panel's slice of C^T (n x 144) and of the block's
-  // columns of A (kBlockSteps x 144) stay in the level-1 or level-2 cache together.
-  const Panels panels = SplitIntoPanels(m, std::clamp<std::int64_t>(144 / kLanes, 1, kMaxPanel));
   ColumnArgs t;
-  t.a_col_stride = a_col_stride;
+  t.columns = a.columns;
   for (std::int64_t k0 = 0; k0 < k; k0 += kBlockSteps) {
     const std::int64_t k1 = std::min(k, k0 + kBlockSteps);
     // The block's non-zero steps of each column j, in ascending k.
@@ -294,7 +307,7 @@ void OrderedGemmSparseB(std::int64_t m, std::int64_t n, std::int64_t k, const fl
       const int tail = static_cast<int>(rows - std::int64_t{vectors - 1} * kLanes);
       const auto panel = kColumnPanels[tail < kLanes][vectors - 1];
       t.last_mask = Simd::FirstLanes(tail);
-      t.a = a + i0;
+      t.offset = a.Offset(i0);
       for (std::int64_t j = 0; j < n; ++j) {
         if (s.counts[j] == 0) continue;
         t.steps = &s.steps[j * kBlockSteps];
@@ -305,11 +318,103 @@ void OrderedGemmSparseB(std::int64_t m, std::int64_t n, std::int64_t k, const fl
       }
     }
   }
+  if (!AllFinite(s.transposed.data(), n * m, 0, 1)) return false;
   for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = s.transposed[j * m + i];
-  if (!AllFinite(s.transposed.data(), n * m, 0, 1))
+    for (std::int64_t j = 0; j < n; ++j) {
+      float& out = c[i * ldc + j];
+      out = s.transposed[j * m + i];
+      if (std::bit_cast<std::uint32_t>(out) != 0x80000000u) continue;
+      // Computed again as a full chain (see the top).
+      float acc = 0.0f;
+      for (std::int64_t kk = 0; kk < k; ++kk) acc = std::fma(a.At(i, kk), b[kk * ldb + j], acc);
+      out = acc;
+    }
+  return true;
+}
+
+}  // namespace
+
+void OrderedGemmSparseA(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
+                        std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+  Scratch& s = ThreadScratch();
+  if (m <= 0 || n < kMinVectors * kLanes || k <= 0 || a_col_stride != 1 || !AllFinite(b, n, ldb, k) ||
+      !FindNonZeroRows(m, k, a, a_row_stride, s))
     return OrderedGemm(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
-  RedoNegativeZeros(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
+
+  // Panels of B narrow enough (k x panel) to stay in the level-1 cache.
+  const Panels panels = SplitIntoPanels(n, std::clamp<std::int64_t>(16384 / (k * kLanes), 1, kMaxPanel));
+  const std::int64_t num_words = (k + 63) / 64;
+  PanelArgs t;
+  bool negative_zeros = false;
+  t.num_words = num_words;
+  t.ldb = ldb;
+  for (std::int64_t j0 = 0; j0 < n; j0 += panels.vectors * kLanes) {
+    const std::int64_t columns = std::min(panels.vectors * kLanes, n - j0);
+    const int vectors = static_cast<int>((columns + kLanes - 1) / kLanes);
+    const int tail = static_cast<int>(columns - std::int64_t{vectors - 1} * kLanes);
+    t.last_mask = Simd::FirstLanes(tail);
+    const auto panel = kRowPanels[false][tail < kLanes][vectors - 1];
+    t.b = b + j0;
+    for (std::int64_t i = 0; i < m; ++i) {
+      t.words = &s.words[i * num_words];
+      t.a = a + i * a_row_stride;
+      t.c = c + i * ldc + j0;
+      negative_zeros |= panel(t);
+    }
+  }
+  if (negative_zeros) RedoNegativeZeros(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
+}
+
+bool OrderedGemmSparseAAddToSegmentedRows(std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                                          std::int64_t lda, const float* b, std::int64_t ldb,
+                                          const SegmentedOutputRows& out) {
+  const Panels panels = SegmentPanels(n, out.segment);
+  Scratch& s = ThreadScratch();
+  if (m <= 0 || k <= 0 || panels.count == 0 || !AllFinite(b, n, ldb, k) || !FindNonZeroRows(m, k, a, lda, s))
+    return false;
+  // Segments in descending order, rows in ascending order within each: for every
+  // output element, the order in which col2im adds its terms (core/ordered_gemm.h).
+  // Leaving out a zero step can only turn a +0 of C into -0, and adding -0 or +0 to
+  // a sum that started from +0 gives the same bits (such a sum is never -0), so no
+  // element needs computing again. A row of A without a non-zero entry adds +0s:
+  // nothing to do.
+  const std::int64_t num_words = (k + 63) / 64;
+  const auto panel = kRowPanels[true][false][panels.vectors - 1];
+  PanelArgs t;
+  t.num_words = num_words;
+  t.ldb = ldb;
+  for (std::int64_t segment = panels.count - 1; segment >= 0; --segment) {
+    t.b = b + segment * out.segment;
+    for (std::int64_t i = 0; i < m; ++i) {
+      t.words = &s.words[i * num_words];
+      if (std::all_of(t.words, t.words + num_words, [](std::uint64_t w) { return w == 0; })) continue;
+      t.a = a + i * lda;
+      t.c = out.rows[i] + segment * out.segment_stride;
+      panel(t);
+    }
+  }
+  return true;
+}
+
+void OrderedGemmSparseB(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row_stride,
+                        std::int64_t a_col_stride, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+  if (m < kMinVectors * kLanes || n <= 0 || k <= 0 || a_row_stride != 1)
+    return OrderedGemm(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
+  Scratch& s = ThreadScratch();
+  s.columns.resize(static_cast<std::size_t>(k));
+  for (std::int64_t kk = 0; kk < k; ++kk) s.columns[static_cast<std::size_t>(kk)] = a + kk * a_col_stride;
+  // Panels of 144 rows of C: one panel's slice of C^T (n x 144) and of the block's
+  // columns of A (kBlockSteps x 144) stay in the level-1 or level-2 cache together.
+  const Panels panels = SplitIntoPanels(m, std::clamp<std::int64_t>(144 / kLanes, 1, kMaxPanel));
+  if (!SparseBColumns(m, n, k, {s.columns.data(), m, 0}, panels, b, ldb, c, ldc))
+    OrderedGemm(m, n, k, a, a_row_stride, a_col_stride, b, ldb, c, ldc);
+}
+
+bool OrderedGemmSparseBSegmentedColumns(std::int64_t m, std::int64_t n, std::int64_t k, const SegmentedRows& a_columns,
+                                        const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+  const Panels panels = SegmentPanels(m, a_columns.segment);
+  if (m <= 0 || n <= 0 || k <= 0 || panels.count == 0) return false;
+  return SparseBColumns(m, n, k, {a_columns.rows, a_columns.segment, a_columns.segment_stride}, panels, b, ldb, c, ldc);
 }
 
 }  // namespace dtlab

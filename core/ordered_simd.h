@@ -33,6 +33,10 @@ struct Simd {
   static void Store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
   static void StoreMasked(float* p, Vec v, Mask mask) { _mm512_mask_storeu_ps(p, mask, v); }
   static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec Add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  // v > 0 ? v : +0 (max returns its second operand unless the first is greater: a NaN
+  // or a -0 gives +0, as the scalar expression does).
+  static Vec Relu(Vec v) { return _mm512_max_ps(v, Zero()); }
   static Mask FirstLanes(int count) { return static_cast<Mask>((1u << count) - 1u); }
   // Bit l set: lane l is not zero (a NaN is not zero).
   static std::uint32_t NonZeroBits(Vec v) { return _mm512_cmp_ps_mask(v, Zero(), _CMP_NEQ_UQ); }
@@ -56,6 +60,8 @@ struct Simd {
   static void Store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
   static void StoreMasked(float* p, Vec v, Mask mask) { _mm256_maskstore_ps(p, mask, v); }
   static Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec Add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static Vec Relu(Vec v) { return _mm256_max_ps(v, Zero()); }  // as AVX-512's
   static Mask FirstLanes(int count) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
@@ -84,6 +90,8 @@ struct Simd {
   static void Store(float* p, Vec v) { *p = v; }
   static void StoreMasked(float* p, Vec v, Mask /*mask*/) { *p = v; }
   static Vec Fma(Vec a, Vec b, Vec c) { return std::fma(a, b, c); }
+  static Vec Add(Vec a, Vec b) { return a + b; }
+  static Vec Relu(Vec v) { return v > 0.0f ? v : 0.0f; }
   static Mask FirstLanes(int count) { return count; }
   static std::uint32_t NonZeroBits(Vec v) { return v != 0.0f ? 1u : 0u; }
   static std::uint32_t NegativeZeroBits(Vec v) { return v == 0.0f && std::signbit(v) ? 1u : 0u; }
