@@ -445,5 +445,150 @@ TEST(OrderedGemmSparse, AnInfinityFacingAZeroStillMakesANaN) {
       }
 }
 
+// ---- Segmented rows (a convolution's patch matrix read in place) and the epilogue. ----
+
+// A convolution's input [H, W, C] with its patch matrix built explicitly (im2col, a
+// row per output pixel, (kh, kw, c) order) and as segmented rows over the input.
+struct Patches {
+  std::int64_t height, width, channels, kernel, out_h, out_w;
+  std::vector<float> input, matrix;  // matrix: [out_h * out_w, kernel * kernel * channels]
+  std::vector<const float*> rows;
+  std::int64_t rows_count() const { return out_h * out_w; }
+  std::int64_t patch() const { return kernel * kernel * channels; }
+  SegmentedRows Segmented() const { return {rows.data(), kernel * channels, width * channels}; }
+};
+
+Patches MakePatches(std::int64_t height, std::int64_t width, std::int64_t channels, std::int64_t kernel,
+                    std::uint64_t seed) {
+  Patches p{height, width, channels, kernel, height - kernel + 1, width - kernel + 1, {}, {}, {}};
+  std::mt19937_64 rng(seed);
+  p.input.resize(static_cast<std::size_t>(height * width * channels));
+  for (float& v : p.input) v = Draw(rng, Values::kMixedMagnitude);
+  for (std::int64_t oh = 0; oh < p.out_h; ++oh)
+    for (std::int64_t ow = 0; ow < p.out_w; ++ow) {
+      p.rows.push_back(p.input.data() + (oh * width + ow) * channels);
+      for (std::int64_t kh = 0; kh < kernel; ++kh)
+        for (std::int64_t kw = 0; kw < kernel; ++kw)
+          for (std::int64_t c = 0; c < channels; ++c)
+            p.matrix.push_back(p.input[static_cast<std::size_t>(((oh + kh) * width + ow + kw) * channels + c)]);
+    }
+  return p;
+}
+
+TEST(OrderedGemmSegmented, ReadsThePatchMatrixInPlaceWithTheSameBits) {
+  // Segments of 3 (a k block each), 96 (conv2d_1's) and 600 (longer than a k block).
+  for (const auto& [channels, kernel] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 3}, {32, 3}, {200, 3}}) {
+    const Patches p = MakePatches(9, 8, channels, kernel, 40 + static_cast<std::uint64_t>(channels));
+    const std::int64_t m = p.rows_count(), k = p.patch();
+    for (const std::int64_t n : {1, 17, 64}) {
+      std::mt19937_64 rng(7);
+      std::vector<float> b(static_cast<std::size_t>(k * n)), bias(static_cast<std::size_t>(n));
+      for (float& v : b) v = Draw(rng, Values::kUniform);
+      for (float& v : bias) v = Draw(rng, Values::kUniform);
+      std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size(), kSentinel);
+      OrderedGemmReference(m, n, k, p.matrix.data(), k, 1, b.data(), n, want.data(), n);
+      OrderedGemmSegmentedA(m, n, k, p.Segmented(), b.data(), n, got.data(), n, {});
+      EXPECT_TRUE(SameBits(got, want)) << channels << " " << n << ": " << FirstDifference(got, want, n);
+      // With the epilogue: bias, then ReLU, as a second pass would.
+      for (std::size_t e = 0; e < want.size(); ++e) {
+        const float v = want[e] + bias[e % static_cast<std::size_t>(n)];
+        want[e] = v > 0.0f ? v : 0.0f;
+      }
+      OrderedGemmSegmentedA(m, n, k, p.Segmented(), b.data(), n, got.data(), n, {bias.data(), true});
+      EXPECT_TRUE(SameBits(got, want)) << channels << " " << n << ": " << FirstDifference(got, want, n);
+    }
+  }
+}
+
+TEST(OrderedGemmEpilogue, BiasThenReluAsASecondPass) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Sums that come out NaN, -0, +0, negative, positive and infinite.
+  for (const std::int64_t n : {5, 16, 40}) {
+    Problem p = MakeProblem(6, n, 2, Layout::kRowMajor, 0);
+    Fill(p, Values::kUniform, 3);
+    p.A(0, 0) = nan;
+    p.A(1, 0) = -0.0f, p.A(1, 1) = -0.0f;
+    p.A(2, 0) = 0.0f, p.A(2, 1) = 0.0f;
+    p.A(3, 0) = inf;
+    std::vector<float> bias(static_cast<std::size_t>(n));
+    for (std::size_t j = 0; j < bias.size(); ++j) bias[j] = j % 3 == 0 ? -0.0f : j % 3 == 1 ? 0.25f : -0.25f;
+    for (const bool relu : {false, true})
+      for (const bool with_bias : {false, true}) {
+        std::vector<float> want = p.Run(&OrderedGemmReference);
+        for (std::int64_t i = 0; i < p.m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            float& v = want[static_cast<std::size_t>(i * p.ldc + j)];
+            if (with_bias) v += bias[static_cast<std::size_t>(j)];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+          }
+        std::vector<float> got(want.size(), kSentinel);
+        OrderedGemmWithEpilogue(p.m, n, p.k, p.a.data(), p.a_row_stride, p.a_col_stride, p.b.data(), p.ldb, got.data(),
+                                p.ldc, {with_bias ? bias.data() : nullptr, relu});
+        for (std::size_t e = 0; e < got.size(); ++e) {
+          if (!(std::isnan(got[e]) && std::isnan(want[e]))) {
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(got[e]), std::bit_cast<std::uint32_t>(want[e]))
+                << "n=" << n << " relu=" << relu << " bias=" << with_bias << " element " << e;
+          }
+        }
+      }
+  }
+}
+
+// The weight gradient of a convolution with the patches read in place: the
+// zero-skipping kernel applies (whole-vector segments, sparse dz) and gives the
+// reference chains' bits.
+TEST(OrderedGemmSegmented, WeightGradientReadsPatchRowsInPlace) {
+  for (const std::int64_t channels : {16, 32}) {
+    const Patches p = MakePatches(13, 13, channels, 3, 60 + static_cast<std::uint64_t>(channels));
+    const std::int64_t m = p.patch(), k = p.rows_count(), n = 64;
+    Problem dz = MakeProblem(m, n, k, Layout::kTransposed, 0);  // only B (dz, k x n) is used
+    Fill(dz, Values::kMixedMagnitude, 61);
+    Sparsify(dz, false, 20, 62);
+    std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size(), kSentinel);
+    // A = patches^T: A(i, kk) = matrix[kk][i].
+    OrderedGemmReference(m, n, k, p.matrix.data(), 1, m, dz.b.data(), n, want.data(), n);
+    ASSERT_TRUE(OrderedGemmSparseBSegmentedColumns(m, n, k, p.Segmented(), dz.b.data(), n, got.data(), n));
+    EXPECT_TRUE(SameBits(got, want)) << channels << ": " << FirstDifference(got, want, n);
+    // A dense dz is left to the caller.
+    Fill(dz, Values::kUniform, 63);
+    EXPECT_FALSE(OrderedGemmSparseBSegmentedColumns(m, n, k, p.Segmented(), dz.b.data(), n, got.data(), n));
+  }
+}
+
+// The input gradient added into the input's place in col2im's order: the bits of
+// the reference product followed by col2im.
+TEST(OrderedGemmSegmented, InputGradientAddsInCol2ImOrder) {
+  for (const std::int64_t channels : {16, 32}) {
+    Patches p = MakePatches(13, 12, channels, 3, 70 + static_cast<std::uint64_t>(channels));
+    const std::int64_t m = p.rows_count(), n = p.patch(), k = 64;
+    Problem dz = MakeProblem(m, n, k, Layout::kRowMajor, 0);  // A = dz (m x k), B = kernel^T (k x n)
+    Fill(dz, Values::kMixedMagnitude, 71);
+    Sparsify(dz, true, 20, 72);
+    for (std::int64_t kk = 0; kk < k; ++kk) dz.B(kk, 0) = -0.0f;  // a column of C from -0 steps
+    std::vector<float> patch_gradient(static_cast<std::size_t>(m * n));
+    OrderedGemmReference(m, n, k, dz.a.data(), k, 1, dz.b.data(), n, patch_gradient.data(), n);
+    std::vector<float> want(p.input.size(), 0.0f);
+    for (std::int64_t oh = 0; oh < p.out_h; ++oh)
+      for (std::int64_t ow = 0; ow < p.out_w; ++ow)
+        for (std::int64_t e = 0; e < n; ++e) {
+          const std::int64_t kh = e / (3 * channels), kw = e / channels % 3, c = e % channels;
+          want[static_cast<std::size_t>(((oh + kh) * p.width + ow + kw) * channels + c)] +=
+              patch_gradient[static_cast<std::size_t>((oh * p.out_w + ow) * n + e)];
+        }
+    std::vector<float> got(p.input.size(), 0.0f);
+    std::vector<float*> out_rows;
+    for (const float* row : p.rows) out_rows.push_back(got.data() + (row - p.input.data()));
+    ASSERT_TRUE(OrderedGemmSparseAAddToSegmentedRows(m, n, k, dz.a.data(), k, dz.b.data(), n,
+                                                     {out_rows.data(), 3 * channels, p.width * channels}));
+    EXPECT_TRUE(SameBits(got, want)) << channels << ": " << FirstDifference(got, want, channels);
+    // A non-finite kernel is left to the caller, with nothing written.
+    dz.B(3, 5) = std::numeric_limits<float>::infinity();
+    const std::vector<float> before = got;
+    EXPECT_FALSE(OrderedGemmSparseAAddToSegmentedRows(m, n, k, dz.a.data(), k, dz.b.data(), n,
+                                                      {out_rows.data(), 3 * channels, p.width * channels}));
+    EXPECT_TRUE(SameBits(got, before));
+  }
+}
+
 }  // namespace
 }  // namespace dtlab
