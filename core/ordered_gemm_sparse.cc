@@ -47,22 +47,25 @@ constexpr std::int64_t kMinVectors = 4;
 // loaded vector must fit in the registers.
 constexpr int kMaxPanel = kLanes == 16 ? 24 : kLanes == 8 ? 12 : 8;
 
-// Rows of B (A's columns) per block of the B kernel: the block's columns of A stay
-// in the level-1 cache while every column of C walks over them.
+// Rows of B (A's columns) per block of the B kernel (a column's steps in a block are
+// one 32-bit mask): the block's columns of A stay in the level-1 cache while every
+// column of C walks over them.
 constexpr std::int64_t kBlockSteps = 32;
 
 // Non-zero bits of row[0 .. n) into words (bit b of words[w]: element 64 w + b; a
 // NaN is not zero); returns how many.
 std::int64_t NonZeroWords(const float* row, std::int64_t n, std::uint64_t* words) {
-  const std::int64_t num_words = (n + 63) / 64;
-  std::fill(words, words + num_words, std::uint64_t{0});
-  for (std::int64_t j = 0; j < n; j += kLanes) {
-    const int lanes = static_cast<int>(std::min<std::int64_t>(kLanes, n - j));
-    const Vec v = lanes == kLanes ? Simd::Load(row + j) : Simd::LoadMasked(row + j, Simd::FirstLanes(lanes));
-    words[j / 64] |= std::uint64_t{Simd::NonZeroBits(v)} << (j % 64);  // kLanes divides 64
-  }
   std::int64_t count = 0;
-  for (std::int64_t w = 0; w < num_words; ++w) count += std::popcount(words[w]);
+  for (std::int64_t w0 = 0; w0 < n; w0 += 64) {
+    std::uint64_t word = 0;  // kept in a register, stored once
+    for (std::int64_t j = w0; j < std::min(n, w0 + 64); j += kLanes) {
+      const int lanes = static_cast<int>(std::min<std::int64_t>(kLanes, n - j));
+      const Vec v = lanes == kLanes ? Simd::Load(row + j) : Simd::LoadMasked(row + j, Simd::FirstLanes(lanes));
+      word |= std::uint64_t{Simd::NonZeroBits(v)} << (j - w0);  // kLanes divides 64
+    }
+    words[w0 / 64] = word;
+    count += std::popcount(word);
+  }
   return count;
 }
 
@@ -164,13 +167,15 @@ struct AColumns {
 };
 
 // B kernel: one column j of C, kVectors vectors of rows from i0, continued from the
-// chains in c (C transposed, so a column is contiguous); each listed step k (a
-// non-zero B[k][j]) broadcasts B[k][j] against kVectors vectors of column k of A
-// (from columns[k] + offset: a panel never straddles a segment).
+// chains in c (C transposed, so a column is contiguous); each step k of the block
+// whose bit is set in `mask` (B[k][j] is not zero) broadcasts B[k][j] against
+// kVectors vectors of column k of A (from columns[k] + offset: a panel never
+// straddles a segment).
 struct ColumnArgs {
-  const std::int64_t* steps;  // ascending k
-  const float* values;        // B[k][j] of each step
-  std::int64_t count;
+  std::uint32_t mask;  // bit s: step k0 + s
+  std::int64_t k0;
+  const float* b;  // B[0][j]
+  std::int64_t ldb;
   const float* const* columns;
   std::int64_t offset;
   float* c;  // C^T[j][i0]
@@ -184,9 +189,10 @@ void ColumnPanel(const ColumnArgs& t) {
   for (int v = 0; v < kVectors; ++v)
     acc[v] =
         (kMasked && v == kVectors - 1) ? Simd::LoadMasked(t.c + v * kLanes, t.last_mask) : Simd::Load(t.c + v * kLanes);
-  for (std::int64_t s = 0; s < t.count; ++s) {
-    const Vec bv = Simd::Broadcast(t.values + s);
-    const float* column = t.columns[t.steps[s]] + t.offset;
+  for (std::uint32_t bits = t.mask; bits != 0; bits &= bits - 1) {
+    const std::int64_t kk = t.k0 + std::countr_zero(bits);
+    const Vec bv = Simd::Broadcast(t.b + kk * t.ldb);
+    const float* column = t.columns[kk] + t.offset;
 #pragma GCC unroll 24
     for (int v = 0; v < kVectors; ++v) {
       const Vec av = (kMasked && v == kVectors - 1) ? Simd::LoadMasked(column + v * kLanes, t.last_mask)
@@ -241,8 +247,7 @@ Panels SegmentPanels(std::int64_t columns, std::int64_t segment) {
 
 struct Scratch {
   std::vector<std::uint64_t> words;
-  std::vector<std::int64_t> counts, steps;
-  std::vector<float> values;
+  std::vector<std::uint32_t> masks;
   std::vector<const float*> columns;
   // 64-byte aligned: the column kernel loads and stores its accumulators here, and a
   // vector split across two cache lines costs two.
@@ -268,39 +273,41 @@ bool FindNonZeroRows(std::int64_t m, std::int64_t k, const float* a, std::int64_
 bool SparseBColumns(std::int64_t m, std::int64_t n, std::int64_t k, const AColumns& a, const Panels& panels,
                     const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
   Scratch& s = ThreadScratch();
-  const std::int64_t num_words = (n + 63) / 64;
-  s.words.resize(static_cast<std::size_t>(k * num_words));
-  // A non-finite A(i, k) facing a zero B[k][j] must make the full chains' NaN. If
-  // row k of B has a non-zero entry, that A(i, k) enters a shortened chain too and
-  // leaves it non-finite for good (checked on C below); if row k is all zeros, its
-  // column of A is checked here.
+  // masks[block][j], bit s: B[k0 + s][j] is not zero (a NaN is not zero); a loop the
+  // compiler vectorizes across j.
+  const std::int64_t blocks = (k + kBlockSteps - 1) / kBlockSteps;
+  s.masks.assign(static_cast<std::size_t>(blocks * n), 0u);
   std::int64_t non_zero = 0;
-  for (std::int64_t kk = 0; kk < k; ++kk) {
-    const std::int64_t row = NonZeroWords(b + kk * ldb, n, &s.words[kk * num_words]);
-    if (row == 0 && !a.ColumnFinite(kk, m)) return false;
-    non_zero += row;
+  for (std::int64_t block = 0; block < blocks; ++block) {
+    std::uint32_t* masks = &s.masks[static_cast<std::size_t>(block * n)];
+    const std::int64_t k0 = block * kBlockSteps, steps = std::min(kBlockSteps, k - k0);
+    for (std::int64_t step = 0; step < steps; ++step) {
+      const float* row = b + (k0 + step) * ldb;
+      const std::uint32_t bit = std::uint32_t{1} << step;
+      for (std::int64_t j = 0; j < n; ++j) masks[j] |= row[j] != 0.0f ? bit : 0u;
+    }
+    std::uint32_t any = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      any |= masks[j];
+      non_zero += std::popcount(masks[j]);
+    }
+    // A non-finite A(i, k) facing a zero B[k][j] must make the full chains' NaN. If
+    // row k of B has a non-zero entry, that A(i, k) enters a shortened chain too and
+    // leaves it non-finite for good (checked on C below); if row k is all zeros, its
+    // column of A is checked here.
+    for (std::int64_t step = 0; step < steps; ++step)
+      if ((any >> step & 1u) == 0 && !a.ColumnFinite(k0 + step, m)) return false;
   }
   if (non_zero * 100 > kMaxNonZeroPercent * n * k) return false;
 
   // C^T (n x m): every chain starts from +0 and is continued block after block.
   s.transposed.assign(static_cast<std::size_t>(n * m), 0.0f);
-  s.counts.resize(static_cast<std::size_t>(n));
-  s.steps.resize(static_cast<std::size_t>(n * kBlockSteps));
-  s.values.resize(static_cast<std::size_t>(n * kBlockSteps));
   ColumnArgs t;
   t.columns = a.columns;
-  for (std::int64_t k0 = 0; k0 < k; k0 += kBlockSteps) {
-    const std::int64_t k1 = std::min(k, k0 + kBlockSteps);
-    // The block's non-zero steps of each column j, in ascending k.
-    std::fill(s.counts.begin(), s.counts.end(), std::int64_t{0});
-    for (std::int64_t kk = k0; kk < k1; ++kk)
-      for (std::int64_t w = 0; w < num_words; ++w)
-        for (std::uint64_t bits = s.words[kk * num_words + w]; bits != 0; bits &= bits - 1) {
-          const std::int64_t j = w * 64 + std::countr_zero(bits);
-          const std::int64_t slot = j * kBlockSteps + s.counts[j]++;
-          s.steps[slot] = kk;
-          s.values[slot] = b[kk * ldb + j];
-        }
+  t.ldb = ldb;
+  for (std::int64_t block = 0; block < blocks; ++block) {
+    const std::uint32_t* masks = &s.masks[static_cast<std::size_t>(block * n)];
+    t.k0 = block * kBlockSteps;
     for (std::int64_t i0 = 0; i0 < m; i0 += panels.vectors * kLanes) {
       const std::int64_t rows = std::min(panels.vectors * kLanes, m - i0);
       const int vectors = static_cast<int>((rows + kLanes - 1) / kLanes);
@@ -309,10 +316,9 @@ bool SparseBColumns(std::int64_t m, std::int64_t n, std::int64_t k, const AColum
       t.last_mask = Simd::FirstLanes(tail);
       t.offset = a.Offset(i0);
       for (std::int64_t j = 0; j < n; ++j) {
-        if (s.counts[j] == 0) continue;
-        t.steps = &s.steps[j * kBlockSteps];
-        t.values = &s.values[j * kBlockSteps];
-        t.count = s.counts[j];
+        if (masks[j] == 0) continue;
+        t.mask = masks[j];
+        t.b = b + j;
         t.c = &s.transposed[j * m + i0];
         panel(t);
       }
