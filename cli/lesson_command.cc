@@ -37,6 +37,10 @@ constexpr const char* kLessonExamples =
 
 // Runs a lesson's run block as a scenario: its table, its named values (the main
 // run's by name, a variant's as "variant.name") and its plots.
+// The columns a handout's preformatted text fits before it wraps (scenarios/html_report.cc:
+// an 820 px column at 12 px monospace).
+constexpr int kHandoutColumns = 100;
+
 // `text` lays out the table as the lesson's terminal needs it. `progress`: draw the
 // run's progress under the "(running ...)" line (a terminal only).
 StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request, const ScenarioTextOptions& text,
@@ -56,7 +60,9 @@ StatusOr<LessonRunOutput> RunForLesson(const LessonRunRequest& request, const Sc
   if (!result.unexpected.ok()) return result.unexpected;
   LessonRunOutput out;
   out.text = FormatScenarioText(result, text);
-  out.handout_text = FormatScenarioText(result, 80);  // a page is not a terminal: no colour, full tables
+  // A page is not a terminal: no colour, and tables fitted to the 100 columns of the
+  // handout's preformatted block (docs/instructors.md), which wraps a wider line.
+  out.handout_text = FormatScenarioText(result, ScenarioTextOptions{80, kHandoutColumns, false});
   for (const auto& run : result.runs)
     for (const auto& [name, value] : run.values)
       out.values.emplace_back(run.name == "main" ? name : run.name + "." + name, value);
