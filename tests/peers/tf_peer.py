@@ -6,7 +6,6 @@
                                           names, and compare the reduced gradients and loss (exit 1 on
                                           mismatch, 2 on a file it cannot check)
   tf_peer.py reduction-auto               what Keras 3 says to SparseCategoricalCrossentropy(reduction="auto")
-  tf_peer.py mean-metric                  keras.metrics.Mean over per-replica scaled losses (the trap)
 
 check-dump rebuilds the seed-cnn model as a keras.Sequential (Conv2D, MaxPooling2D, Flatten, Dense, with
 kernel_regularizer=keras.regularizers.L2(l2)), sets the dump's weights, gives replica r exactly its slice of
@@ -377,38 +376,6 @@ def reduction_auto():
     return 1
 
 
-def mean_metric():
-    """The per-replica scaled losses of [2, 3] and [4, 5] (global batch 4) into a Mean metric and a SUM."""
-    replica_losses = [[2.0, 3.0], [4.0, 5.0]]
-    global_batch = 4
-    import_tf(len(replica_losses))
-    strategy = mirrored(len(replica_losses))
-    with strategy.scope():
-        metric = keras.metrics.Mean()
-    values = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tf.constant(replica_losses[ctx.replica_id_in_sync_group], tf.float32))
-
-    @tf.function
-    def step(per_example_loss):
-        def replica_fn(x):
-            loss = tf.nn.compute_average_loss(x, global_batch_size=global_batch)
-            metric.update_state(loss)
-            return loss
-        losses = strategy.run(replica_fn, args=(per_example_loss,))
-        return strategy.experimental_local_results(losses), strategy.reduce(
-            tf.distribute.ReduceOp.SUM, losses, axis=None)
-
-    scaled, total = step(values)
-    f32 = lambda t: repr(float(np.float32(t.numpy() if hasattr(t, "numpy") else t)))  # noqa: E731
-    g = lambda t: f"{float(np.float32(t.numpy())):.9g}"  # noqa: E731
-    print(f"mean-metric: per-replica losses {replica_losses}, global batch {global_batch}, "
-          f"{len(replica_losses)} replicas")
-    print(f"mean-metric: scaled per-replica losses (compute_average_loss): {', '.join(g(t) for t in scaled)}")
-    print(f"mean-metric: keras.metrics.Mean().result(): {g(metric.result())} (float32 repr {f32(metric.result())})")
-    print(f"mean-metric: strategy.reduce(SUM): {g(total)} (float32 repr {f32(total)})")
-    return 0
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -419,15 +386,12 @@ def main():
     o.add_argument("path")
     o.add_argument("out")
     sub.add_parser("reduction-auto", help="Keras 3 and reduction='auto'")
-    sub.add_parser("mean-metric", help="keras.metrics.Mean over the replicas' scaled losses")
     args = parser.parse_args()
     if args.command == "check-dump":
         return check_dump(args.path, args.eigen_only)
     if args.command == "step-onednn":
         return step_onednn(args.path, args.out)
-    if args.command == "reduction-auto":
-        return reduction_auto()
-    return mean_metric()
+    return reduction_auto()
 
 
 if __name__ == "__main__":
