@@ -39,7 +39,10 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   file.metadata["dtlab.learning_rate"] = std::to_string(learning_rate);
   file.metadata["dtlab.l2"] = "1e-05";
   // What each replica computed, so a peer can recompute the step replica by replica.
-  file.metadata["dtlab.loss"] = config.cluster.LossCodeText(config.global_batch_size());
+  // With gradient accumulation the step is K micro-batches, the batch written all of
+  // them; the global rule's loss code divides by the step's K x G.
+  file.metadata["dtlab.loss"] =
+      config.cluster.LossCodeText(config.cluster.accumulation.LossGlobalBatch(config.global_batch_size()));
   file.metadata["dtlab.convention"] = std::string(ConventionName(config.cluster.convention));
   file.metadata["dtlab.loss_denominator"] = std::string(LossDenominatorName(config.cluster.denominator));
   file.metadata["dtlab.loss_reduction"] = std::string(LossReductionName(config.cluster.reduction));
