@@ -58,7 +58,7 @@ expect_same_file "$WORK/whole/ckpt-6.safetensors" "$WORK/resumed/ckpt-6.safetens
 # Resumed without accumulation, the change is named.
 expect_exit 0 changed -- "$DTLAB" train "${RUN[@]}" --dataset "$SMALL" --replicas 2 --global-batch 4 --epochs 4 \
   --checkpoint-dir "$WORK/resumed"
-expect_contains changed out "accumulation_steps 3 -> 1"
+expect_contains changed out "changed: global batch 12 -> 4, accumulation steps 3 -> 1"
 
 # (4) The progress line on a terminal counts optimizer steps of 4 micro-batches.
 expect_exit 0 progress -- python3 "$DTLAB_SOURCE_DIR/tests/cli/pty_run.py" "$DTLAB" train --threads 2 \
