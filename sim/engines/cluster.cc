@@ -312,26 +312,35 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
                                           : ComputeAndReduce<float>(offsets, batch_sizes, scales, step, result));
   DTLAB_RETURN_IF_ERROR(ShareExamplesAndCount(layout, step));
 
-  if (reduced_gradient) {
-    *reduced_gradient = model_.ZeroParameters();
-    UnpackParameters(replicas_[0].flat, *reduced_gradient);
-  }
-  if (reference_ != nullptr) {
-    ReferenceStep::Distributed distributed;
-    distributed.weights = &variables();
-    distributed.images = &images_;
-    distributed.labels = labels_;
-    distributed.per_example_loss = losses_;
-    distributed.batch_sizes = batch_sizes;
-    distributed.reduced_gradient = replicas_[0].flat;
-    distributed.reduced_loss = result.loss;
-    distributed.global_batch_size = global_batch_size;
-    distributed.step = step;
-    distributed.device_backend = compute_ != nullptr;
-    result.check = reference_->Check(config_, config_.math, distributed);
-  }
+  CopyReducedGradient(reduced_gradient);
+  if (reference_ != nullptr)
+    result.check =
+        reference_->Check(config_, config_.math, ReferenceInput(result, losses_, batch_sizes, global_batch_size, step));
   DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step));
   return result;
+}
+
+void Cluster::CopyReducedGradient(ParameterList<float>* reduced_gradient) const {
+  if (reduced_gradient == nullptr) return;
+  *reduced_gradient = model_.ZeroParameters();
+  UnpackParameters(replicas_[0].flat, *reduced_gradient);
+}
+
+ReferenceStep::Distributed Cluster::ReferenceInput(const StepResult& result, std::span<const float> per_example_loss,
+                                                   std::span<const std::int64_t> batch_sizes,
+                                                   std::int64_t global_batch_size, std::int64_t step) const {
+  ReferenceStep::Distributed distributed;
+  distributed.weights = &variables();
+  distributed.images = &images_;
+  distributed.labels = labels_;
+  distributed.per_example_loss = per_example_loss;
+  distributed.batch_sizes = batch_sizes;
+  distributed.reduced_gradient = replicas_[0].flat;
+  distributed.reduced_loss = result.loss;
+  distributed.global_batch_size = global_batch_size;
+  distributed.step = step;
+  distributed.device_backend = compute_ != nullptr;
+  return distributed;
 }
 
 template <typename Word>

@@ -201,6 +201,15 @@ class Cluster final : public TrainingEngine {
   Status ShareExamplesAndCount(const StepLayout& layout, std::int64_t step);
   // Runtime if the step's loss is not finite, naming an empty replica's NaN.
   static Status CheckStepLoss(const StepResult& result, std::int64_t step, std::int64_t epoch);
+  // One step of an epoch's loop: step `index` (0-based) of the epoch, the run's
+  // 1-based `step`; sets *batch to the step's examples per replica (valid until the
+  // next call) and fills *reduced_gradient when it is not null.
+  using EpochStep = std::function<StatusOr<StepResult>(
+      std::int64_t index, std::int64_t step, ParameterList<float>* reduced_gradient, const ReplicaBatches** batch)>;
+  // An epoch's loop (cluster_epoch.cc): steps request.first_step .. steps_in_epoch - 1,
+  // each by `train`, until max_steps or a stop request; the outcome as TrainEpoch's.
+  StatusOr<EpochOutcome> RunEpoch(const EpochRequest& request, std::int64_t steps_in_epoch, const EpochStep& train,
+                                  const std::function<Status(const EngineStep&)>& on_step);
   // The epoch of an accumulating cluster (cluster_accumulation.cc).
   StatusOr<EpochOutcome> TrainAccumulatedEpoch(const EpochRequest& request,
                                                const std::function<Status(const EngineStep&)>& on_step);
@@ -227,6 +236,13 @@ class Cluster final : public TrainingEngine {
   float ReducedLoss(const std::vector<LossSum>& sums, const std::vector<float>& replica_losses) const;
   template <typename Word>
   Status ReduceGradients(std::int64_t step);
+  // After a step's reduction: the reduced gradient (replica 0's `flat`) copied into
+  // `reduced_gradient` when it is not null, and the step as the reference check
+  // reads it, whose examples images_ and labels_ hold.
+  void CopyReducedGradient(ParameterList<float>* reduced_gradient) const;
+  ReferenceStep::Distributed ReferenceInput(const StepResult& result, std::span<const float> per_example_loss,
+                                            std::span<const std::int64_t> batch_sizes, std::int64_t global_batch_size,
+                                            std::int64_t step) const;
   // TrainAccumulatedStep's micro-batches for the one type of word.
   template <typename Word>
   StatusOr<float> AccumulateGroup(const ImageDataset& data, std::span<const ReplicaBatches* const> group,

@@ -167,25 +167,13 @@ StatusOr<StepResult> Cluster::TrainAccumulatedStep(const ImageDataset& data,
   DTLAB_ASSIGN_OR_RETURN(result.loss, config_.math == MathMode::kExact
                                           ? AccumulateGroup<std::int64_t>(data, group, global_batch_size, step, result)
                                           : AccumulateGroup<float>(data, group, global_batch_size, step, result));
-  if (reduced_gradient) {
-    *reduced_gradient = model_.ZeroParameters();
-    UnpackParameters(replicas_[0].flat, *reduced_gradient);
-  }
+  CopyReducedGradient(reduced_gradient);
   if (reference_ != nullptr) {
     // One device on every example of the step, with the step's global batch K x G.
     GatherBatch(data, group_indices_, images_, labels_);
-    ReferenceStep::Distributed distributed;
-    distributed.weights = &variables();
-    distributed.images = &images_;
-    distributed.labels = labels_;
-    distributed.per_example_loss = group_losses_;
-    distributed.batch_sizes = group_sizes_;
+    ReferenceStep::Distributed distributed =
+        ReferenceInput(result, group_losses_, group_sizes_, accumulation.steps * global_batch_size, step);
     distributed.micro_batches = static_cast<std::int64_t>(group.size());
-    distributed.reduced_gradient = replicas_[0].flat;
-    distributed.reduced_loss = result.loss;
-    distributed.global_batch_size = accumulation.steps * global_batch_size;
-    distributed.step = step;
-    distributed.device_backend = compute_ != nullptr;
     if (accumulation.keras()) {
       distributed.divided_by_micro_batches = true;
       char weight[32];
@@ -214,61 +202,31 @@ StatusOr<EpochOutcome> Cluster::TrainAccumulatedEpoch(const EpochRequest& reques
   auto micro_batch = [&](std::int64_t m) -> const ReplicaBatches* {  // m < 0: a carried one
     return m < 0 ? &carried_[static_cast<std::size_t>(m + carried)] : &micro[static_cast<std::size_t>(m)];
   };
-  EpochOutcome outcome;
-  outcome.steps = request.steps_before;
-  std::int64_t index = request.first_step;  // optimizer steps of this epoch done
   std::vector<const ReplicaBatches*> group;
-  for (; index < steps_in_epoch; ++index) {
-    if (request.max_steps >= 0 && outcome.steps >= request.max_steps) {
-      outcome.stopped = true;
-      break;
-    }
-    group.clear();
-    const std::int64_t begin = index * k - carried;
-    for (std::int64_t m = begin; m < std::min(begin + k, micro_batches); ++m) group.push_back(micro_batch(m));
-    const std::int64_t step = outcome.steps + 1;
-    const bool capture = step == request.capture_step;
-    const ParameterList<float> weights_before = capture ? variables() : ParameterList<float>{};
-    ParameterList<float> reduced_gradient;
-    DTLAB_ASSIGN_OR_RETURN(
-        StepResult result,
-        TrainAccumulatedStep(*request.data, group, request.global_batch, request.learning_rate, step,
-                             capture || request.every_reduced_gradient ? &reduced_gradient : nullptr));
-    DTLAB_RETURN_IF_ERROR(CheckStepLoss(result, step, request.epoch));
-    outcome.steps = step;
-    ReplicaBatches batch(static_cast<std::size_t>(config_.replicas));  // the step's examples, per replica
-    for (const ReplicaBatches* part : group)
-      for (std::size_t r = 0; r < batch.size(); ++r)
-        batch[r].insert(batch[r].end(), (*part)[r].begin(), (*part)[r].end());
-    EngineStep report;
-    report.step = step;
-    report.loss = result.loss;
-    report.examples = result.examples;
-    report.shown_done = report.step_in_epoch = index + 1;
-    report.shown_total = steps_in_epoch;
-    report.result = &result;
-    report.batch = &batch;
-    if (capture) report.weights_before = &weights_before;
-    if (!reduced_gradient.empty()) report.reduced_gradient = &reduced_gradient;
-    DTLAB_RETURN_IF_ERROR(on_step(report));
-    if (request.stop_after_step) {
-      DTLAB_ASSIGN_OR_RETURN(const bool stop, request.stop_after_step());
-      if (stop) {
-        outcome.stopped = true;
-        ++index;  // this step is done: a resume continues after it
-        break;
-      }
-    }
-  }
-  if (accumulation.keras() && !outcome.stopped && index == steps_in_epoch) {
+  ReplicaBatches batch;  // the step's examples, per replica, over its micro-batches
+  DTLAB_ASSIGN_OR_RETURN(const EpochOutcome outcome,
+                         RunEpoch(
+                             request, steps_in_epoch,
+                             [&](std::int64_t index, std::int64_t step, ParameterList<float>* reduced_gradient,
+                                 const ReplicaBatches** step_batch) -> StatusOr<StepResult> {
+                               group.clear();
+                               const std::int64_t begin = index * k - carried;
+                               for (std::int64_t m = begin; m < std::min(begin + k, micro_batches); ++m)
+                                 group.push_back(micro_batch(m));
+                               batch.assign(static_cast<std::size_t>(config_.replicas), {});
+                               for (const ReplicaBatches* part : group)
+                                 for (std::size_t r = 0; r < batch.size(); ++r)
+                                   batch[r].insert(batch[r].end(), (*part)[r].begin(), (*part)[r].end());
+                               *step_batch = &batch;
+                               return TrainAccumulatedStep(*request.data, group, request.global_batch,
+                                                           request.learning_rate, step, reduced_gradient);
+                             },
+                             on_step));
+  if (accumulation.keras() && !outcome.stopped && outcome.step_in_epoch == steps_in_epoch) {
     std::vector<ReplicaBatches> left;  // what the epoch's last group lacks: carried into the next
     for (std::int64_t m = steps_in_epoch * k - carried; m < micro_batches; ++m) left.push_back(*micro_batch(m));
     carried_ = std::move(left);
   }
-  outcome.step_in_epoch = index;
-  if ((!outcome.stopped || outcome.steps > request.steps_before) && !ReplicasInSync())
-    return Status::Runtime("the replicas' mirrored variables diverged by epoch " + std::to_string(request.epoch + 1) +
-                           "; this is a bug in dtlab, please report it");
   return outcome;
 }
 

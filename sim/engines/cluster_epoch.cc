@@ -64,7 +64,19 @@ StatusOr<EpochOutcome> Cluster::TrainEpoch(const EpochRequest& request,
                                            const std::function<Status(const EngineStep&)>& on_step) {
   if (config_.accumulation.on()) return TrainAccumulatedEpoch(request, on_step);
   const EpochBatches& steps = *request.batches;
-  const auto steps_in_epoch = static_cast<std::int64_t>(steps.size());
+  return RunEpoch(
+      request, static_cast<std::int64_t>(steps.size()),
+      [&](std::int64_t index, std::int64_t step, ParameterList<float>* reduced_gradient,
+          const ReplicaBatches** batch) -> StatusOr<StepResult> {
+        *batch = &steps[static_cast<std::size_t>(index)];
+        return TrainStep(*request.data, **batch, request.global_batch, request.learning_rate, step, reduced_gradient);
+      },
+      on_step);
+}
+
+StatusOr<EpochOutcome> Cluster::RunEpoch(const EpochRequest& request, std::int64_t steps_in_epoch,
+                                         const EpochStep& train,
+                                         const std::function<Status(const EngineStep&)>& on_step) {
   EpochOutcome outcome;
   outcome.steps = request.steps_before;
   std::int64_t index = request.first_step;
@@ -77,10 +89,10 @@ StatusOr<EpochOutcome> Cluster::TrainEpoch(const EpochRequest& request,
     const bool capture = step == request.capture_step;
     const ParameterList<float> weights_before = capture ? variables() : ParameterList<float>{};
     ParameterList<float> reduced_gradient;
-    const auto& batch = steps[static_cast<std::size_t>(index)];
-    DTLAB_ASSIGN_OR_RETURN(StepResult result,
-                           TrainStep(*request.data, batch, request.global_batch, request.learning_rate, step,
-                                     capture || request.every_reduced_gradient ? &reduced_gradient : nullptr));
+    const ReplicaBatches* batch = nullptr;
+    DTLAB_ASSIGN_OR_RETURN(
+        StepResult result,
+        train(index, step, capture || request.every_reduced_gradient ? &reduced_gradient : nullptr, &batch));
     DTLAB_RETURN_IF_ERROR(CheckStepLoss(result, step, request.epoch));
     outcome.steps = step;
     EngineStep report;
@@ -90,7 +102,7 @@ StatusOr<EpochOutcome> Cluster::TrainEpoch(const EpochRequest& request,
     report.shown_done = report.step_in_epoch = index + 1;
     report.shown_total = steps_in_epoch;
     report.result = &result;
-    report.batch = &batch;
+    report.batch = batch;
     if (capture) report.weights_before = &weights_before;
     if (!reduced_gradient.empty()) report.reduced_gradient = &reduced_gradient;
     DTLAB_RETURN_IF_ERROR(on_step(report));

@@ -49,8 +49,9 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   file.metadata["dtlab.keras"] = std::string(KerasVersionName(config.cluster.keras));
   file.metadata["dtlab.num_replicas_in_sync"] = std::to_string(config.cluster.replicas);
   if (config.cluster.accumulation.on()) {  // the batch is K micro-batches, each replica's run together
-    file.metadata["dtlab.accumulation_steps"] = std::to_string(config.cluster.accumulation.steps);
-    file.metadata["dtlab.accumulation"] = std::string(AccumulationRuleName(config.cluster.accumulation.rule));
+    file.metadata.insert_or_assign("dtlab.accumulation_steps", std::to_string(config.cluster.accumulation.steps));
+    file.metadata.insert_or_assign("dtlab.accumulation",
+                                   std::string(AccumulationRuleName(config.cluster.accumulation.rule)));
   }
   std::string sizes;
   for (const std::int64_t b : step.result->replica_batch_sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
