@@ -116,6 +116,22 @@ TEST(GradientAccumulation, ExactMicroBatchesGiveTheCheckpointOfOneStep) {
   }
 }
 
+// With --drop-remainder the global rule drops an epoch's partial group, as a batch
+// of K x G with drop_remainder drops its short last batch: the same bits again.
+TEST(GradientAccumulation, DropRemainderDropsThePartialGroup) {
+  const TrainTestData data = SmallData();
+  TrainConfig base = SmallConfig();
+  base.cluster.math = MathMode::kExact;
+  base.drop_remainder = true;
+  const auto one_step = Train(Accumulating(base, 1, 64, 1), data);
+  const auto accumulated = Train(Accumulating(base, 2, 16, 4), data);
+  ASSERT_TRUE(one_step.ok()) << one_step.status().message();
+  ASSERT_TRUE(accumulated.ok()) << accumulated.status().message();
+  EXPECT_EQ(accumulated->steps, 2);  // one group of 4 per epoch; the 2 micro-batches left are dropped
+  EXPECT_EQ(accumulated->steps, one_step->steps);
+  EXPECT_EQ(accumulated->weights_digest, one_step->weights_digest);
+}
+
 // Fast mode: float sums in micro-batch order, every step within the bound of one
 // device on the whole group, for each synchronous strategy.
 TEST(GradientAccumulation, FastModeStaysWithinTheBound) {
