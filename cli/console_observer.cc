@@ -115,6 +115,7 @@ void ConsoleObserver::OnStep(std::int64_t step, std::int64_t steps, float loss, 
     std::snprintf(where, sizeof where, "Epoch %lld/%lld [%s] %lld/%lld", static_cast<long long>(epoch_),
                   static_cast<long long>(epochs_), bar.c_str(), static_cast<long long>(done),
                   static_cast<long long>(total));
+  const std::string place = where + step_unit_;
   std::string speed;
   if (rate > 0) {
     char text[48];
@@ -123,7 +124,7 @@ void ConsoleObserver::OnStep(std::int64_t step, std::int64_t steps, float loss, 
     speed = text;
   }
   char line[256];
-  std::snprintf(line, sizeof line, "%s loss %.4f acc %.2f%%%s", where, loss, accuracy * 100.0f, speed.c_str());
+  std::snprintf(line, sizeof line, "%s loss %.4f acc %.2f%%%s", place.c_str(), loss, accuracy * 100.0f, speed.c_str());
   // Never wider than the terminal, cut at a space: a wrapped line is not redrawn in place.
   std::fprintf(stderr, "\r%s\033[K", FitLine(line, TerminalColumns() - 1).c_str());
   std::fflush(stderr);

@@ -20,6 +20,13 @@ class ConsoleObserver final : public TrainObserver {
   /// (the progress then counts the run's steps), else 0 (it counts the epoch's).
   ConsoleObserver(std::FILE* out, bool progress_bar, std::int64_t epochs, std::int64_t last_step)
       : out_(out), progress_bar_(progress_bar), epochs_(epochs), last_step_(last_step) {}
+  /// Gradient accumulation: the counts are optimizer steps of `micro_batches`
+  /// micro-batches of `global_batch`, which the progress line says after them
+  /// ("30/235 steps of 4x64"). Without it (1), the line is as it was.
+  void set_accumulation(std::int64_t micro_batches, std::int64_t global_batch) {
+    if (micro_batches > 1)
+      step_unit_ = " steps of " + std::to_string(micro_batches) + "x" + std::to_string(global_batch);
+  }
 
   void OnStart(const std::string& summary, std::int64_t resumed_from_step) override;
   void OnResume(const ResumeReport& resume) override;
@@ -42,6 +49,7 @@ class ConsoleObserver final : public TrainObserver {
   std::int64_t epochs_, last_step_, epoch_ = 0;
   std::int64_t run_step_ = 0;           // optimizer steps (or updates) of the run so far
   std::int64_t epoch_first_step_ = -1;  // the epoch's step count at its first step seen here
+  std::string step_unit_;               // after the counts: " steps of KxG" with gradient accumulation
   Clock::time_point epoch_start_, last_draw_;
 };
 

@@ -110,6 +110,13 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
   char digest[17];
   std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(report.weights_digest));
   out["weights_digest"] = digest;  // FNV-1a of the final variables: equal digests, equal bits
+  // Gradient accumulation: "steps" counts optimizer steps, each of these many
+  // micro-batches of global_batch_size (absent without accumulation).
+  if (config.cluster.accumulation.on()) {
+    out["accumulation_steps"] = config.cluster.accumulation.steps;
+    out["accumulation"] = AccumulationRuleName(config.cluster.accumulation.rule);
+    out["step_batch_size"] = config.step_batch_size();
+  }
   if (report.resumed_from_step >= 0) out["resumed_from_step"] = report.resumed_from_step;
   if (report.resume) out["resume"] = ResumeToJson(*report.resume);
   if (!report.staleness.empty()) {
@@ -406,6 +413,7 @@ int TrainCommand(const std::vector<std::string>& args) {
   const std::int64_t last_step = LastStep(config, data->train.count);
   ConsoleObserver observer(human, run.rank == 0 && !settings.no_progress && isatty(STDERR_FILENO), config.epochs,
                            last_step < LastStep(all_epochs, data->train.count) ? last_step : 0);
+  observer.set_accumulation(config.cluster.accumulation.steps, config.global_batch_size());
   config.stop_request = InstallGracefulStop(isatty(STDERR_FILENO));
   auto report = Train(config, *data, &observer);
   if (!report.ok()) return ReportError(command, report.status());

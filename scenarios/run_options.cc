@@ -9,6 +9,7 @@
 #include "sim/comm/collectives.h"
 #include "sim/input/distributed_input.h"
 #include "sim/comm/faults.h"
+#include "sim/engines/accumulation.h"
 #include "sim/engines/strategy.h"
 #include "sim/timing/topology.h"
 
@@ -105,6 +106,20 @@ std::vector<RunOption> MakeTable() {
        .help = "SGD momentum (sgd only; refused with adam or rmsprop)",
        .apply = [](V v, S s) { s.config.momentum = static_cast<float>(Real(v)); return Ok(); },
        .read = [](R s) -> Read { return AsReal(s.config.momentum); }},
+      {.group = kData, .flag = "accumulation-steps", .key = "optimizer.accumulation_steps", .type = kInt64,
+       .default_text = "1", .min = 1, .max = kMaxAccumulationSteps,
+       .help = "gradient accumulation: micro-batches (each a global batch) per optimizer step; --steps, "
+               "--checkpoint-every and the progress line count optimizer steps",
+       .apply = [](V v, S s) { s.config.cluster.accumulation.steps = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.cluster.accumulation.steps); }},
+      {.group = kData, .flag = "accumulation", .key = "optimizer.accumulation", .type = kName,
+       .default_text = "global",
+       .help = "how accumulated micro-batches combine: global (dtlab's: one step of K x the global batch, the loss "
+               "code seeing the whole step, a partial group at an epoch's end applied) or keras (Keras 3's "
+               "gradient_accumulation_steps: the mean of the micro-batches' gradients, a mean of means when one is "
+               "short; a partial group carried into the next epoch)",
+       .apply = [](V v, S s) { return SetName(v, ParseAccumulationRule, s.config.cluster.accumulation.rule); },
+       .read = [](R s) -> Read { return AsText(AccumulationRuleName(s.config.cluster.accumulation.rule)); }},
       {.group = kData, .flag = "lr-schedule", .type = kText,
        .help = "piecewise-constant rate by 1-based epoch, e.g. 1:1e-3,4:1e-4,8:1e-5, or 'tutorial'",
        .apply = [](V v, S s) {
@@ -370,7 +385,7 @@ const std::vector<RunOptionSection>& RunOptionSections() {
         "drop_remainder", "shuffle_buffer"}},
       {"model", {"name"}},
       {"loss", {"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"}},
-      {"optimizer", {"name", "learning_rate", "momentum"}},
+      {"optimizer", {"name", "learning_rate", "momentum", "accumulation_steps", "accumulation"}},
       {"run",
        {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout"}},
   };

@@ -282,6 +282,11 @@ const std::vector<std::pair<std::string, std::string>>& ScenarioValueNames() {
       {"simulated_seconds", "the cost model's time of the run"},
       {"collective_seconds", "the cost model's time in collectives"},
       {"collective_bytes", "bytes the collectives moved between replicas"},
+      {"accumulation_steps", "gradient accumulation: micro-batches per optimizer step (accumulating runs only)"},
+      {"step_batch", "gradient accumulation: examples per optimizer step, accumulation_steps x global_batch"},
+      {"max_example_weight",
+       "gradient accumulation: the most any example weighed in an update against its share of one device's step on "
+       "the same examples (1: the same; Keras's mean of means gives a short micro-batch's examples more)"},
   };
   return kNames;
 }

@@ -64,6 +64,13 @@ Tone ReferenceTone(const ScenarioResult& result, const RunResult& r) {
   return Tone::kFail;
 }
 
+// The global batch column: "64", or with gradient accumulation "4x16" (K
+// micro-batches of the global batch per optimizer step).
+std::string GlobalBatchText(const TrainConfig& c) {
+  const std::string batch = std::to_string(c.global_batch_size());
+  return c.cluster.accumulation.on() ? std::to_string(c.cluster.accumulation.steps) + "x" + batch : batch;
+}
+
 // The Runs table. On a narrow terminal the split, the step count, the math mode,
 // the test accuracy and the global batch go first, in that order (FitTable).
 TextTable RunTable(const ScenarioResult& result) {
@@ -75,9 +82,9 @@ TextTable RunTable(const ScenarioResult& result) {
   for (const auto& r : result.runs) {
     const TrainConfig& c = r.run->config;
     const bool ok = r.status.ok();
-    table.rows.push_back({r.name, Cluster(c), std::to_string(c.global_batch_size()), Split(c),
-                          c.cluster.loss().ShortName(), std::string(MathModeName(c.cluster.math)),
-                          ok ? std::to_string(r.report.steps) : "-", ok ? Format("%.4f", r.Value("final_loss")) : "-",
+    table.rows.push_back({r.name, Cluster(c), GlobalBatchText(c), Split(c), c.cluster.loss().ShortName(),
+                          std::string(MathModeName(c.cluster.math)), ok ? std::to_string(r.report.steps) : "-",
+                          ok ? Format("%.4f", r.Value("final_loss")) : "-",
                           ok ? Format("%.2f%%", 100 * r.report.final_test_accuracy) : "-", ReferenceColumn(r)});
     std::vector<Tone> tones(table.columns.size(), Tone::kPlain);
     tones.back() = ReferenceTone(result, r);
@@ -230,6 +237,10 @@ nlohmann::json ScenarioToJson(const ScenarioResult& result) {
                           {"loss_code", c.cluster.loss().ShortName()},
                           {"math", MathModeName(c.cluster.math)},
                           {"status", r.status.ok() ? "ok" : (r.refused() ? "refused" : "fault")}};
+    if (c.cluster.accumulation.on()) {
+      run["accumulation_steps"] = c.cluster.accumulation.steps;
+      run["accumulation"] = AccumulationRuleName(c.cluster.accumulation.rule);
+    }
     if (!r.status.ok()) run["message"] = r.status.message();
     // FNV-1a of the final variables, as dtlab train --json prints it: equal digests, equal bits.
     if (r.status.ok()) {

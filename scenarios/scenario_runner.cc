@@ -95,6 +95,7 @@ class Recorder final : public TrainObserver {
     m.accuracy = r.accuracy;
     m.batch_sizes = r.result->replica_batch_sizes;
     m.replica_losses = r.result->replica_losses;
+    m.max_example_weight = r.result->max_example_weight;
     if (r.result->check) {
       m.checked = true;
       m.passed = r.result->check->within_bound;
@@ -171,7 +172,7 @@ void ComputeValues(RunResult& result, const Recorder& recorder) {
     bool any_empty = false;
     for (const auto b : m.batch_sizes) total += b, any_empty |= b == 0;
     empty += any_empty;
-    short_steps += total < config.global_batch_size();
+    short_steps += total < config.step_batch_size();
   }
   v["empty_replica_steps"] = static_cast<double>(empty);
   v["short_steps"] = static_cast<double>(short_steps);
@@ -187,6 +188,13 @@ void ComputeValues(RunResult& result, const Recorder& recorder) {
   v["simulated_seconds"] = report.simulated_seconds;
   v["collective_seconds"] = report.simulated_collective_seconds;
   v["collective_bytes"] = static_cast<double>(report.collective_bytes);
+  if (config.cluster.accumulation.on()) {  // only accumulating runs have these
+    v["accumulation_steps"] = static_cast<double>(config.cluster.accumulation.steps);
+    v["step_batch"] = static_cast<double>(config.step_batch_size());
+    double heaviest = 0;
+    for (const auto& m : steps) heaviest = std::max(heaviest, m.max_example_weight);
+    v["max_example_weight"] = steps.empty() ? nan : heaviest;
+  }
   for (const auto& [name, meaning] : ScenarioValueNames())
     if (auto it = v.find(name); it != v.end()) result.values.emplace_back(name, it->second);
 }

@@ -35,6 +35,7 @@ struct StepMetrics {
   std::vector<double> compute_seconds;                      // per replica, simulated
   std::vector<std::pair<std::string, double>> collectives;  // name, simulated seconds
   double max_bound_fraction = 0;                            // the reference check's worst |d - r| / bound
+  double max_example_weight = 0;                            // StepResult's (gradient accumulation)
   // With ScenarioRunOptions::record_digests: WeightsDigest of the reduced gradient
   // and of the variables after the step (dtlab replay compares them).
   std::uint64_t gradient_digest = 0, weights_digest = 0;

@@ -159,6 +159,17 @@ Status ClusterConfig::Validate() const {
                                    "parameter_server strategy (" +
                                    std::string(StrategyName(strategy)) + " runs on one worker)");
   DTLAB_RETURN_IF_ERROR(LossCode::Validate());
+  DTLAB_RETURN_IF_ERROR(accumulation.Validate());
+  if (accumulation.on() && strategy == StrategyKind::kParameterServer)
+    return Status::InvalidArgument(
+        "--accumulation-steps " + std::to_string(accumulation.steps) +
+        ": parameter_server workers push every batch's gradient to the servers as soon as they compute it "
+        "(asynchronous updates), so there is no optimizer step of several micro-batches to accumulate into; use a "
+        "synchronous strategy (mirrored, multi_worker_mirrored, ...) or leave --accumulation-steps out");
+  if (accumulation.on() && !faults.empty())
+    return Status::InvalidArgument("--inject-fault with --accumulation-steps " + std::to_string(accumulation.steps) +
+                                   ": injected faults are keyed by steps of one batch, and are not modelled inside an "
+                                   "optimizer step of several micro-batches; drop one of them");
   for (const FaultSpec& fault : faults) {
     // Both fields index the replicas (FaultInjector::BeginStep, the transport): in range or refused.
     for (const auto& [field, value] : {std::pair<const char*, std::int32_t>{"replica", fault.replica},
@@ -230,47 +241,40 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
   return cluster;
 }
 
-const ParameterList<float>& Cluster::variables() const { return central() ? host_params_ : replicas_[0].params; }
-
-bool Cluster::ReplicasInSync() const {
-  for (std::size_t r = 1; r < replicas_.size(); ++r)
-    for (std::size_t p = 0; p < replicas_[0].params.size(); ++p)
-      if (!(replicas_[r].params[p] == replicas_[0].params[p])) return false;
-  return true;
+StatusOr<Cluster::StepLayout> Cluster::GatherStep(const ImageDataset& data,
+                                                  const std::vector<std::vector<std::int64_t>>& per_replica) {
+  const std::int32_t n = config_.replicas;
+  if (static_cast<std::int32_t>(per_replica.size()) != n)
+    return Status::InvalidArgument("the distributed batch has " + std::to_string(per_replica.size()) +
+                                   " replica batches for " + std::to_string(n) + " replicas");
+  // The step's examples in replica order: replica r owns [offset[r], offset[r+1]).
+  StepLayout layout;
+  layout.offsets.assign(static_cast<std::size_t>(n) + 1, 0);
+  layout.batch_sizes.assign(static_cast<std::size_t>(n), 0);
+  for (std::int32_t r = 0; r < n; ++r) {
+    const auto& mine = per_replica[static_cast<std::size_t>(r)];
+    layout.indices.insert(layout.indices.end(), mine.begin(), mine.end());
+    layout.batch_sizes[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(mine.size());
+    layout.offsets[static_cast<std::size_t>(r) + 1] = static_cast<std::int64_t>(layout.indices.size());
+  }
+  GatherBatch(data, layout.indices, images_, labels_);
+  losses_.assign(layout.indices.size(), 0.0f);
+  predictions_.assign(layout.indices.size(), 0);
+  coefficients_.assign(layout.indices.size(), 0.0f);
+  return layout;
 }
 
-SparseCategoricalAccuracy Cluster::MergedAccuracy() const {
-  SparseCategoricalAccuracy merged;
-  for (const auto& accuracy : accuracies_) merged.Merge(accuracy);
-  return merged;
-}
-
-void Cluster::ResetMetrics() {
-  for (auto& accuracy : accuracies_) accuracy.ResetState();
-}
-
-void Cluster::ExportState(TrainingState& state) const {
-  state.params = variables();
-  const Optimizer& source = central() ? *host_optimizer_ : *replicas_[0].optimizer;
-  for (std::size_t s = 0; s < source.SlotNames().size(); ++s)
-    for (std::size_t p = 0; p < state.params.size(); ++p) state.optimizer->slot(s, p) = source.slot(s, p);
-  state.optimizer->set_iterations(source.iterations());
-  const SparseCategoricalAccuracy merged = MergedAccuracy();
-  state.train_accuracy = merged;
-}
-
-void Cluster::ImportState(const TrainingState& state) {
-  auto load = [&](ParameterList<float>& params, Optimizer& optimizer) {
-    params = state.params;
-    for (std::size_t s = 0; s < optimizer.SlotNames().size(); ++s)
-      for (std::size_t p = 0; p < params.size(); ++p) optimizer.slot(s, p) = state.optimizer->slot(s, p);
-    optimizer.set_iterations(state.optimizer->iterations());
-  };
-  for (auto& replica : replicas_) load(replica.params, *replica.optimizer);
-  for (auto& accuracy : accuracies_) accuracy.ResetState();
-  if (central()) load(host_params_, *host_optimizer_);
-  // The merged metric state lives on replica 0; summing states reads it back unchanged.
-  accuracies_[0] = state.train_accuracy;
+Status Cluster::ShareExamplesAndCount(const StepLayout& layout, std::int64_t step) {
+  // Every worker sees every example's loss and prediction (the metrics and the
+  // reference check read them).
+  DTLAB_RETURN_IF_ERROR(ShareSlices(losses_, layout.offsets, "the per-example losses", step));
+  DTLAB_RETURN_IF_ERROR(ShareSlices(predictions_, layout.offsets, "the predictions", step));
+  for (std::size_t r = 0; r < layout.batch_sizes.size(); ++r) {
+    const auto begin = static_cast<std::size_t>(layout.offsets[r]);
+    const auto count = static_cast<std::size_t>(layout.batch_sizes[r]);
+    accuracies_[r].UpdateState(std::span(labels_).subspan(begin, count), std::span(predictions_).subspan(begin, count));
+  }
+  return Status::Ok();
 }
 
 StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
@@ -278,22 +282,9 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
                                         std::int64_t global_batch_size, float learning_rate, std::int64_t step,
                                         ParameterList<float>* reduced_gradient) {
   const std::int32_t n = config_.replicas;
-  if (static_cast<std::int32_t>(per_replica.size()) != n)
-    return Status::InvalidArgument("the distributed batch has " + std::to_string(per_replica.size()) +
-                                   " replica batches for " + std::to_string(n) + " replicas");
-  // The step's examples in replica order: replica r owns [offset[r], offset[r+1]).
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(n) + 1, 0), batch_sizes(static_cast<std::size_t>(n));
-  std::vector<std::int64_t> indices;
-  for (std::int32_t r = 0; r < n; ++r) {
-    const auto& mine = per_replica[static_cast<std::size_t>(r)];
-    indices.insert(indices.end(), mine.begin(), mine.end());
-    batch_sizes[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(mine.size());
-    offsets[static_cast<std::size_t>(r) + 1] = static_cast<std::int64_t>(indices.size());
-  }
-  GatherBatch(data, indices, images_, labels_);
-  losses_.assign(indices.size(), 0.0f);
-  predictions_.assign(indices.size(), 0);
-  coefficients_.assign(indices.size(), 0.0f);
+  DTLAB_ASSIGN_OR_RETURN(const StepLayout layout, GatherStep(data, per_replica));
+  const std::vector<std::int64_t>& offsets = layout.offsets;
+  const std::vector<std::int64_t>& batch_sizes = layout.batch_sizes;
 
   // Each example's coefficient, as the loss code says (sim/engines/loss_code.h).
   std::vector<LossCode::LossScale> scales(static_cast<std::size_t>(n));
@@ -309,7 +300,7 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   StepResult result;
   result.replica_losses.assign(static_cast<std::size_t>(n), 0.0f);
   result.replica_batch_sizes = batch_sizes;
-  result.examples = static_cast<std::int64_t>(indices.size());
+  result.examples = static_cast<std::int64_t>(layout.indices.size());
   if (faults_ != nullptr) {
     if (group_ != nullptr)
       faults_->BeginRealStep(step, first_, first_ + static_cast<std::int32_t>(replicas_.size()), group_->rank());
@@ -319,37 +310,37 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   DTLAB_ASSIGN_OR_RETURN(result.loss, config_.math == MathMode::kExact
                                           ? ComputeAndReduce<std::int64_t>(offsets, batch_sizes, scales, step, result)
                                           : ComputeAndReduce<float>(offsets, batch_sizes, scales, step, result));
-  // Every worker sees every example's loss and prediction (the metrics and the
-  // reference check read them).
-  DTLAB_RETURN_IF_ERROR(ShareSlices(losses_, offsets, "the per-example losses", step));
-  DTLAB_RETURN_IF_ERROR(ShareSlices(predictions_, offsets, "the predictions", step));
-  for (std::int32_t r = 0; r < n; ++r) {
-    const auto begin = static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]);
-    const auto count = static_cast<std::size_t>(batch_sizes[static_cast<std::size_t>(r)]);
-    accuracies_[static_cast<std::size_t>(r)].UpdateState(std::span(labels_).subspan(begin, count),
-                                                         std::span(predictions_).subspan(begin, count));
-  }
+  DTLAB_RETURN_IF_ERROR(ShareExamplesAndCount(layout, step));
 
-  if (reduced_gradient) {
-    *reduced_gradient = model_.ZeroParameters();
-    UnpackParameters(replicas_[0].flat, *reduced_gradient);
-  }
-  if (reference_ != nullptr) {
-    ReferenceStep::Distributed distributed;
-    distributed.weights = &variables();
-    distributed.images = &images_;
-    distributed.labels = labels_;
-    distributed.per_example_loss = losses_;
-    distributed.batch_sizes = batch_sizes;
-    distributed.reduced_gradient = replicas_[0].flat;
-    distributed.reduced_loss = result.loss;
-    distributed.global_batch_size = global_batch_size;
-    distributed.step = step;
-    distributed.device_backend = compute_ != nullptr;
-    result.check = reference_->Check(config_, config_.math, distributed);
-  }
+  CopyReducedGradient(reduced_gradient);
+  if (reference_ != nullptr)
+    result.check =
+        reference_->Check(config_, config_.math, ReferenceInput(result, losses_, batch_sizes, global_batch_size, step));
   DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step));
   return result;
+}
+
+void Cluster::CopyReducedGradient(ParameterList<float>* reduced_gradient) const {
+  if (reduced_gradient == nullptr) return;
+  *reduced_gradient = model_.ZeroParameters();
+  UnpackParameters(replicas_[0].flat, *reduced_gradient);
+}
+
+ReferenceStep::Distributed Cluster::ReferenceInput(const StepResult& result, std::span<const float> per_example_loss,
+                                                   std::span<const std::int64_t> batch_sizes,
+                                                   std::int64_t global_batch_size, std::int64_t step) const {
+  ReferenceStep::Distributed distributed;
+  distributed.weights = &variables();
+  distributed.images = &images_;
+  distributed.labels = labels_;
+  distributed.per_example_loss = per_example_loss;
+  distributed.batch_sizes = batch_sizes;
+  distributed.reduced_gradient = replicas_[0].flat;
+  distributed.reduced_loss = result.loss;
+  distributed.global_batch_size = global_batch_size;
+  distributed.step = step;
+  distributed.device_backend = compute_ != nullptr;
+  return distributed;
 }
 
 template <typename Word>
@@ -357,10 +348,24 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
                                           const std::vector<std::int64_t>& batch_sizes,
                                           const std::vector<LossCode::LossScale>& scales, std::int64_t step,
                                           StepResult& result) {
+  DTLAB_ASSIGN_OR_RETURN(const auto sums,
+                         ComputeReplicas<Word>(offsets, batch_sizes, batch_sizes, scales, step, true, result));
+  const float reduced_loss = ReducedLoss(sums, result.replica_losses);
+  DTLAB_RETURN_IF_ERROR(ReduceGradients<Word>(step));
+  return reduced_loss;
+}
+
+template <typename Word>
+StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const std::vector<std::int64_t>& offsets,
+                                                                     const std::vector<std::int64_t>& batch_sizes,
+                                                                     const std::vector<std::int64_t>& loss_batches,
+                                                                     const std::vector<LossCode::LossScale>& scales,
+                                                                     std::int64_t step, bool regularize,
+                                                                     StepResult& result) {
   constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
   // A replica's loss: the float sum the loss code's formula gives, or exactly the sum
   // of coefficient_i * loss_i (exact products), rounded once.
-  using LossSum = std::conditional_t<kExact, ExactSum, float>;
+  using LossSum = ReplicaLossSum<Word>;
   const std::int32_t n = config_.replicas;
   const std::int32_t first = first_, end = first_ + static_cast<std::int32_t>(replicas_.size());
 
@@ -393,7 +398,7 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
       },
       [&] {
         tbb::parallel_for(first, end, [&](std::int32_t r) {
-          if (config_.RegularizationShare(1.0f, r, n, split) != 0.0f)
+          if (regularize && config_.RegularizationShare(1.0f, r, n, split) != 0.0f)
             regularization[static_cast<std::size_t>(r)] = model_.RegularizationLoss(Weights(*Local(r)));
         });
       });
@@ -401,7 +406,8 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
 
   // Per replica: its loss with its share of the regularization (the loss code's),
   // the same share of the regularization gradient, and its gradient ready for the
-  // collective.
+  // collective. A replica with no examples here but some in its loss batch (a
+  // micro-batch of an accumulated step) adds a data loss of 0.
   std::vector<LossSum> sums(static_cast<std::size_t>(n));
   tbb::parallel_for(first, end, [&](std::int32_t r) {
     const auto k = static_cast<std::size_t>(r);
@@ -411,11 +417,13 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
     if constexpr (kExact) {
       for (std::size_t i = begin; i < begin + count; ++i) sums[k].AddProduct(coefficients_[i], losses_[i]);
     } else {
-      sums[k] = config_.ReplicaDataLoss(std::span(losses_).subspan(begin, count), scales[k]);
+      sums[k] = count == 0 && loss_batches[k] != 0
+                    ? 0.0f
+                    : config_.ReplicaDataLoss(std::span(losses_).subspan(begin, count), scales[k]);
     }
     // DDP: every replica's loss holds the whole regularization and the MEAN divides
     // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
-    if (const float scale = config_.RegularizationShare(1.0f, r, n, split); scale != 0.0f) {
+    if (const float scale = config_.RegularizationShare(1.0f, r, n, split); regularize && scale != 0.0f) {
       const float share = config_.RegularizationShare(regularization[k], r, n, split);
       if constexpr (kExact) {
         sums[k].Add(share);
@@ -426,8 +434,9 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
       }
     }
     if constexpr (kExact) {
-      result.replica_losses[k] =
-          count == 0 && config_.empty_replica_nan() ? std::numeric_limits<float>::quiet_NaN() : sums[k].ToFloat();
+      result.replica_losses[k] = loss_batches[k] == 0 && config_.empty_replica_nan()
+                                     ? std::numeric_limits<float>::quiet_NaN()
+                                     : sums[k].ToFloat();
     } else {
       result.replica_losses[k] = sums[k];
       PackParameters(replica.grads, replica.flat);
@@ -435,25 +444,36 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
   });
   DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
 
-  // strategy.reduce of the per-replica losses: in replica order, or the exact sum
-  // rounded once (a NaN replica loss stays NaN); DDP's MEAN then divides by N.
+  // Every worker needs every replica's loss for strategy.reduce.
   std::vector<std::int64_t> slices(static_cast<std::size_t>(n) + 1);
   std::iota(slices.begin(), slices.end(), 0);
   if constexpr (kExact) DTLAB_RETURN_IF_ERROR(ShareSlices(sums, slices, "the replicas' losses", step));
   DTLAB_RETURN_IF_ERROR(ShareSlices(result.replica_losses, slices, "the replicas' losses", step));
+  return sums;
+}
+
+template <typename LossSum>
+float Cluster::ReducedLoss(const std::vector<LossSum>& sums, const std::vector<float>& replica_losses) const {
+  // strategy.reduce of the per-replica losses: in replica order, or the exact sum
+  // rounded once (a NaN replica loss stays NaN); DDP's MEAN then divides by N.
   float reduced_loss = 0.0f;
-  if constexpr (kExact) {
+  if constexpr (std::is_same_v<LossSum, ExactSum>) {
     ExactSum total;
     for (const ExactSum& l : sums) total.Merge(l);
     reduced_loss = total.ToFloat();
-    for (const float l : result.replica_losses)
+    for (const float l : replica_losses)
       if (std::isnan(l)) reduced_loss = l;
   } else {
-    for (const float l : result.replica_losses) reduced_loss += l;
+    for (const float l : replica_losses) reduced_loss += l;
   }
-  const bool mean = config_.mean_across_replicas();
-  if (mean) reduced_loss /= static_cast<float>(n);
+  if (config_.mean_across_replicas()) reduced_loss /= static_cast<float>(config_.replicas);
+  return reduced_loss;
+}
 
+template <typename Word>
+Status Cluster::ReduceGradients(std::int64_t step) {
+  constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
+  const bool mean = config_.mean_across_replicas();
   // The collective. Exact mode moves accumulator words: integer addition makes every
   // algorithm and every grouping give the same words, which are then rounded once.
   DTLAB_RETURN_IF_ERROR(ReduceAcrossReplicas<Word>(mean && !kExact ? ReduceOp::kMean : ReduceOp::kSum, step));
@@ -463,11 +483,26 @@ StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offse
       Replica& replica = replicas_[static_cast<std::size_t>(r)];
       RoundWords(replica.words, replica.flat);
       if (mean)
-        for (float& g : replica.flat) g /= static_cast<float>(n);
+        for (float& g : replica.flat) g /= static_cast<float>(config_.replicas);
     });
   }
-  return reduced_loss;
+  return Status::Ok();
 }
+
+template StatusOr<std::vector<float>> Cluster::ComputeReplicas<float>(const std::vector<std::int64_t>&,
+                                                                      const std::vector<std::int64_t>&,
+                                                                      const std::vector<std::int64_t>&,
+                                                                      const std::vector<LossCode::LossScale>&,
+                                                                      std::int64_t, bool, StepResult&);
+template StatusOr<std::vector<ExactSum>> Cluster::ComputeReplicas<std::int64_t>(const std::vector<std::int64_t>&,
+                                                                                const std::vector<std::int64_t>&,
+                                                                                const std::vector<std::int64_t>&,
+                                                                                const std::vector<LossCode::LossScale>&,
+                                                                                std::int64_t, bool, StepResult&);
+template float Cluster::ReducedLoss<float>(const std::vector<float>&, const std::vector<float>&) const;
+template float Cluster::ReducedLoss<ExactSum>(const std::vector<ExactSum>&, const std::vector<float>&) const;
+template Status Cluster::ReduceGradients<float>(std::int64_t);
+template Status Cluster::ReduceGradients<std::int64_t>(std::int64_t);
 
 CollectiveOptions Cluster::Options(std::int64_t step) {
   CollectiveOptions options;

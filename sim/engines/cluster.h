@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/loss.h"
@@ -30,6 +31,7 @@
 #include "core/training_state.h"
 #include "sim/compute/batch_runner.h"
 #include "sim/comm/collectives.h"
+#include "sim/engines/accumulation.h"
 #include "sim/engines/fault_injector.h"
 #include "sim/comm/faults.h"
 #include "sim/engines/loss_code.h"
@@ -53,6 +55,8 @@ struct ClusterConfig : LossCode {
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
   bool check_reference = false;
   MathMode math = MathMode::kFast;
+  /// --accumulation-steps and --accumulation (sim/engines/accumulation.h).
+  GradientAccumulation accumulation;
   // Fault injection (sim/comm/faults.h) and detection.
   std::vector<FaultSpec> faults;
   double collective_timeout_seconds = 60;  // how long a collective waits for a replica (simulated)
@@ -65,11 +69,13 @@ struct ClusterConfig : LossCode {
   std::int32_t replicas_per_worker() const { return workers > 0 ? replicas / workers : 0; }
   /// InvalidArgument naming the option for N < 1, workers that do not divide N, a
   /// strategy that does not take that many replicas or workers, and for a loss
-  /// reduction the chosen Keras refuses in custom loops (LossCode::Validate).
+  /// reduction the chosen Keras refuses in custom loops (LossCode::Validate), and
+  /// for gradient accumulation where a strategy or option cannot take it.
   Status Validate() const;
 };
 
-/// What one synchronous step produced.
+/// What one synchronous step produced. With gradient accumulation, one optimizer
+/// step: the losses and batch sizes summed over its micro-batches.
 struct StepResult {
   float loss = 0;                     // strategy.reduce(SUM, per-replica losses) (MEAN for DDP)
   std::vector<float> replica_losses;  // experimental_local_results of the per-replica losses
@@ -77,7 +83,19 @@ struct StepResult {
   std::int64_t examples = 0;
   std::optional<StepCheck> check;         // with check_reference
   std::vector<double> straggler_seconds;  // per replica: injected extra compute (simulated), if any
+  /// Gradient accumulation: the most any example of the step weighed in the
+  /// update against its weight in one device's step on the whole group (1: as
+  /// much; Keras's mean of means gives a short micro-batch's examples more); 0 when
+  /// not accumulating.
+  double max_example_weight = 0;
 };
+
+/// The examples of one step (or one micro-batch): per replica, indices into the training set.
+using ReplicaBatches = std::vector<std::vector<std::int64_t>>;
+
+/// A replica's loss as a step sums it: a float, or exact mode's accumulator.
+template <typename Word>
+using ReplicaLossSum = std::conditional_t<std::is_same_v<Word, std::int64_t>, ExactSum, float>;
 
 class Cluster final : public TrainingEngine {
  public:
@@ -99,6 +117,16 @@ class Cluster final : public TrainingEngine {
   StatusOr<StepResult> TrainStep(const ImageDataset& data, const std::vector<std::vector<std::int64_t>>& per_replica,
                                  std::int64_t global_batch_size, float learning_rate, std::int64_t step,
                                  ParameterList<float>* reduced_gradient = nullptr);
+
+  /// One optimizer step of gradient accumulation (config.accumulation, defined in
+  /// cluster_accumulation.cc): the micro-batches `group` (1 to K of them, each
+  /// `per_replica` as TrainStep takes it; fewer than K only for the global rule's
+  /// partial group at an epoch's end), `global_batch_size` the configured global
+  /// batch of one micro-batch. The result's losses and batch sizes are the step's,
+  /// over all its micro-batches; its check compares with one device on all of them.
+  StatusOr<StepResult> TrainAccumulatedStep(const ImageDataset& data, std::span<const ReplicaBatches* const> group,
+                                            std::int64_t global_batch_size, float learning_rate, std::int64_t step,
+                                            ParameterList<float>* reduced_gradient = nullptr);
 
   /// One epoch of TrainStep calls (sim/engines/training_engine.h; defined in cluster_epoch.cc).
   StatusOr<EpochOutcome> TrainEpoch(const EpochRequest& request,
@@ -133,6 +161,15 @@ class Cluster final : public TrainingEngine {
     std::unique_ptr<Optimizer> optimizer;
     std::vector<float> flat;          // the gradient (or variables) packed for the collective
     std::vector<std::int64_t> words;  // exact mode: the gradient as accumulator words
+    // Gradient accumulation: the sum of the group's micro-batch gradients so far.
+    std::vector<float> accumulated;
+    std::vector<std::int64_t> accumulated_words;
+  };
+  // One step's (or micro-batch's) examples, gathered into images_ and labels_.
+  struct StepLayout {
+    std::vector<std::int64_t> indices;      // in replica order
+    std::vector<std::int64_t> offsets;      // replica r owns [offsets[r], offsets[r+1])
+    std::vector<std::int64_t> batch_sizes;  // per replica
   };
   Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size);
   bool central() const { return config_.strategy == StrategyKind::kCentralStorage; }
@@ -156,11 +193,60 @@ class Cluster final : public TrainingEngine {
   // all-reduced) and std::int64_t in exact mode (accumulator words, SUM all-reduced,
   // rounded once). Leaves the reduced gradient in every replica's `flat` (replica 0's
   // only for CentralStorage) and returns the reduced loss.
+  // Gathers `per_replica`'s examples and sizes the step buffers; InvalidArgument if
+  // it does not have one batch per replica.
+  StatusOr<StepLayout> GatherStep(const ImageDataset& data, const ReplicaBatches& per_replica);
+  // Shares the per-example losses and predictions across workers and updates every
+  // replica's accuracy with its examples.
+  Status ShareExamplesAndCount(const StepLayout& layout, std::int64_t step);
+  // Runtime if the step's loss is not finite, naming an empty replica's NaN.
+  static Status CheckStepLoss(const StepResult& result, std::int64_t step, std::int64_t epoch);
+  // One step of an epoch's loop: step `index` (0-based) of the epoch, the run's
+  // 1-based `step`; sets *batch to the step's examples per replica (valid until the
+  // next call) and fills *reduced_gradient when it is not null.
+  using EpochStep = std::function<StatusOr<StepResult>(
+      std::int64_t index, std::int64_t step, ParameterList<float>* reduced_gradient, const ReplicaBatches** batch)>;
+  // An epoch's loop (cluster_epoch.cc): steps request.first_step .. steps_in_epoch - 1,
+  // each by `train`, until max_steps or a stop request; the outcome as TrainEpoch's.
+  StatusOr<EpochOutcome> RunEpoch(const EpochRequest& request, std::int64_t steps_in_epoch, const EpochStep& train,
+                                  const std::function<Status(const EngineStep&)>& on_step);
+  // The epoch of an accumulating cluster (cluster_accumulation.cc).
+  StatusOr<EpochOutcome> TrainAccumulatedEpoch(const EpochRequest& request,
+                                               const std::function<Status(const EngineStep&)>& on_step);
   template <typename Word>
   StatusOr<float> ComputeAndReduce(const std::vector<std::int64_t>& offsets,
                                    const std::vector<std::int64_t>& batch_sizes,
                                    const std::vector<LossCode::LossScale>& scales, std::int64_t step,
                                    StepResult& result);
+  // ComputeAndReduce's parts. ComputeReplicas: every local replica's forward and
+  // backward passes into its `grads`/`flat` (fast) or `words` (exact), its loss
+  // (into result.replica_losses) and, when `regularize`, its regularization share;
+  // returns every replica's loss sum (shared across workers). `loss_batches[r]` is
+  // the local batch replica r's loss code sees (its batch_sizes[r] in a plain step):
+  // an empty replica's loss is NaN only where that is empty. ReducedLoss:
+  // strategy.reduce of the replicas' losses. ReduceGradients: the collective of the
+  // `flat`/`words` buffers, rounded once in exact mode.
+  template <typename Word>
+  StatusOr<std::vector<ReplicaLossSum<Word>>> ComputeReplicas(const std::vector<std::int64_t>& offsets,
+                                                              const std::vector<std::int64_t>& batch_sizes,
+                                                              const std::vector<std::int64_t>& loss_batches,
+                                                              const std::vector<LossCode::LossScale>& scales,
+                                                              std::int64_t step, bool regularize, StepResult& result);
+  template <typename LossSum>
+  float ReducedLoss(const std::vector<LossSum>& sums, const std::vector<float>& replica_losses) const;
+  template <typename Word>
+  Status ReduceGradients(std::int64_t step);
+  // After a step's reduction: the reduced gradient (replica 0's `flat`) copied into
+  // `reduced_gradient` when it is not null, and the step as the reference check
+  // reads it, whose examples images_ and labels_ hold.
+  void CopyReducedGradient(ParameterList<float>* reduced_gradient) const;
+  ReferenceStep::Distributed ReferenceInput(const StepResult& result, std::span<const float> per_example_loss,
+                                            std::span<const std::int64_t> batch_sizes, std::int64_t global_batch_size,
+                                            std::int64_t step) const;
+  // TrainAccumulatedStep's micro-batches for the one type of word.
+  template <typename Word>
+  StatusOr<float> AccumulateGroup(const ImageDataset& data, std::span<const ReplicaBatches* const> group,
+                                  std::int64_t global_batch_size, std::int64_t step, StepResult& result);
   // The collective of the replicas' `Word` buffers: the worker group's all-reduce
   // across MPI ranks, a reduce to replica 0 for CentralStorage, else an all-reduce.
   template <typename Word>
@@ -193,6 +279,12 @@ class Cluster final : public TrainingEngine {
   Tensor<float> images_;
   std::vector<std::int32_t> labels_, predictions_;
   std::vector<float> coefficients_, losses_;
+  // Gradient accumulation: the group's examples, per-example losses and
+  // (micro-batch, replica) sizes for the reference check, and, under the keras
+  // rule, the micro-batches carried from an epoch's end into the next epoch.
+  std::vector<std::int64_t> group_indices_, group_sizes_;
+  std::vector<float> group_losses_;
+  std::vector<ReplicaBatches> carried_;
 };
 
 /// Copies parameters into one flat buffer (parameter order) and back.

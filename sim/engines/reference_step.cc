@@ -1,5 +1,6 @@
 #include "sim/engines/reference_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -74,7 +75,11 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     distributed_chunks += (b + chunk - 1) / chunk;
   }
   const std::int64_t reference_rows = padded(total), reference_chunks = (total + chunk - 1) / chunk;
-  const auto n = static_cast<std::int64_t>(step.batch_sizes.size());
+  const std::int64_t micro_batches = std::max<std::int64_t>(step.micro_batches, 1);
+  const auto n = static_cast<std::int64_t>(step.batch_sizes.size()) / micro_batches;
+  // Gradient accumulation: the sum over micro-batches (with, under keras, a
+  // regularization term in each) and the division by K add a few roundings.
+  const std::int64_t accumulated = micro_batches > 1 ? 2 * micro_batches + (step.divided_by_micro_batches ? 3 : 0) : 0;
 
   std::size_t offset = 0;
   std::vector<float> magnitudes;
@@ -83,7 +88,7 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     const auto size = static_cast<std::size_t>(g.size());
     const std::int64_t terms = model_.GradientTermsPerExample(p);
     const double additions = static_cast<double>(distributed_rows * terms + distributed_chunks + n + 4 +
-                                                 reference_rows * terms + reference_chunks + 4);
+                                                 reference_rows * terms + reference_chunks + 4 + accumulated);
     magnitudes.assign(magnitudes_[p].data(), magnitudes_[p].data() + size);
     if (model_.parameters()[p].spec.is_kernel)  // the regularization term 2*l2*|w|
       for (std::size_t i = 0; i < size; ++i)
@@ -97,7 +102,7 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     loss_magnitude += std::abs(static_cast<double>(losses_[i]) * coefficients_[i]);
   const float magnitude = static_cast<float>(loss_magnitude);
   check.loss = CompareWithBound("loss", std::span(&step.reduced_loss, 1), std::span(&reference_loss, 1),
-                                std::span(&magnitude, 1), static_cast<double>(2 * (total + n + 8)));
+                                std::span(&magnitude, 1), static_cast<double>(2 * (total + n + 8) + accumulated * n));
   check.Summarize();
   // Name the classic causes when the gradients are off by the replica count.
   if (!check.within_bound) {
@@ -105,7 +110,9 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     for (const auto& v : check.variables)
       if (!v.within_bound && std::abs(v.scale - 1) > std::abs(worst_scale - 1)) worst_scale = v.scale;
     const bool n_times = std::abs(worst_scale - static_cast<double>(n)) < 0.05 * static_cast<double>(n);
-    check.explanation += loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.l2() != 0.0);
+    check.explanation += !step.mismatch_cause.empty()
+                             ? step.mismatch_cause
+                             : loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.l2() != 0.0);
   }
   return check;
 }
@@ -133,9 +140,12 @@ StepCheck ReferenceStep::CheckExact(const LossCode& loss, MathMode math, const D
   }
   check.loss = CompareBitwise("loss", std::span(&step.reduced_loss, 1), std::span(&reference_loss, 1));
   check.Summarize();
+  const auto n = static_cast<std::int32_t>(step.batch_sizes.size() /
+                                           static_cast<std::size_t>(std::max<std::int64_t>(step.micro_batches, 1)));
   if (!check.within_bound)
-    check.explanation += loss.ExactMismatchCause(static_cast<std::int32_t>(step.batch_sizes.size()), loss.split(math),
-                                                 model_.l2() != 0.0);
+    check.explanation += !step.mismatch_cause.empty()
+                             ? step.mismatch_cause
+                             : loss.ExactMismatchCause(n, loss.split(math), model_.l2() != 0.0);
   return check;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/math_mode.h"
@@ -37,6 +38,15 @@ class ReferenceStep {
     float reduced_loss = 0;
     std::int64_t global_batch_size = 0;
     std::int64_t step = 0;
+    /// Gradient accumulation (sim/engines/accumulation.h): the step summed this
+    /// many micro-batches, and batch_sizes holds each one's replicas in turn
+    /// (micro_batches x N entries). The bound counts the additions across them.
+    std::int64_t micro_batches = 1;
+    /// The keras rule: the micro-batches' sum was divided by K, one more rounding.
+    bool divided_by_micro_batches = false;
+    /// Why a failed step differs, as a clause starting with ": ", in place of the
+    /// loss code's (empty: the loss code's explanation).
+    std::string mismatch_cause;
     /// The replicas computed on a device backend (sim/compute/device_backend.h): in fast
     /// mode the reference loss is then the exact sum, rounded once.
     bool device_backend = false;

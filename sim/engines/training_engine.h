@@ -32,7 +32,8 @@ struct EpochRequest {
   const EpochBatches* batches = nullptr;
   std::int64_t epoch = 0;  // 0-based
   float learning_rate = 0;
-  std::int64_t global_batch = 0;  // the configured global batch
+  std::int64_t global_batch = 0;  // the configured global batch (of one micro-batch, with gradient accumulation)
+  bool drop_remainder = false;    // gradient accumulation (global rule): drop the epoch's partial group
   std::int64_t steps_before = 0;  // optimizer steps the run has taken before this epoch
   std::int64_t max_steps = -1;    // stop once the run has taken this many (< 0: no limit)
   // Where a resumed epoch continues: synchronous engines skip the first

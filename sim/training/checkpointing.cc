@@ -22,27 +22,39 @@ namespace dtlab {
 // replicas, workers or chunks, so that is not recorded: a checkpoint of 3 mirrored
 // replicas is byte-identical to one device's.
 std::map<std::string, std::string> RecordedSettings(const TrainConfig& config) {
-  if (config.cluster.math == MathMode::kExact)
-    return {
+  const GradientAccumulation& accumulation = config.cluster.accumulation;
+  // The global batch is the optimizer step's: K micro-batches under gradient
+  // accumulation (the position in the epoch counts it). K is layout in exact mode
+  // (under the global rule K micro-batches of G give the bits of one step of K x G),
+  // so only fast mode records it; the keras rule changes the numbers in both.
+  std::map<std::string, std::string> recorded;
+  if (config.cluster.math == MathMode::kExact) {
+    recorded = {
         {"dtlab.model", config.model},
         {"dtlab.optimizer", config.optimizer},
-        {"dtlab.global_batch", std::to_string(config.global_batch_size())},
+        {"dtlab.global_batch", std::to_string(config.step_batch_size())},
         {"dtlab.seed", std::to_string(config.seed)},
         {"dtlab.shuffle_buffer", std::to_string(config.shuffle_buffer)},
         {"dtlab.math", "exact"},
     };
-  return {
-      {"dtlab.model", config.model},
-      {"dtlab.optimizer", config.optimizer},
-      {"dtlab.batch_per_replica", std::to_string(config.batch_per_replica)},
-      {"dtlab.global_batch", std::to_string(config.global_batch_size())},
-      {"dtlab.seed", std::to_string(config.seed)},
-      {"dtlab.shuffle_buffer", std::to_string(config.shuffle_buffer)},
-      {"dtlab.chunk_size", std::to_string(config.chunk_size)},
-      {"dtlab.strategy", std::string(StrategyName(config.cluster.strategy))},
-      {"dtlab.replicas", std::to_string(config.cluster.replicas)},
-      {"dtlab.workers", std::to_string(config.cluster.workers)},
-  };
+  } else {
+    recorded = {
+        {"dtlab.model", config.model},
+        {"dtlab.optimizer", config.optimizer},
+        {"dtlab.batch_per_replica", std::to_string(config.batch_per_replica)},
+        {"dtlab.global_batch", std::to_string(config.step_batch_size())},
+        {"dtlab.seed", std::to_string(config.seed)},
+        {"dtlab.shuffle_buffer", std::to_string(config.shuffle_buffer)},
+        {"dtlab.chunk_size", std::to_string(config.chunk_size)},
+        {"dtlab.strategy", std::string(StrategyName(config.cluster.strategy))},
+        {"dtlab.replicas", std::to_string(config.cluster.replicas)},
+        {"dtlab.workers", std::to_string(config.cluster.workers)},
+    };
+    if (accumulation.on()) recorded["dtlab.accumulation_steps"] = std::to_string(accumulation.steps);
+  }
+  if (accumulation.on() && accumulation.keras())
+    recorded["dtlab.accumulation"] = std::string(AccumulationRuleName(accumulation.rule));
+  return recorded;
 }
 
 namespace {
@@ -53,13 +65,19 @@ namespace {
 // say what it did (and under --global-batch it is not the batch a replica got).
 constexpr const char* kChangeableSettings[] = {
     "dtlab.dataset",      "dtlab.math",       "dtlab.strategy", "dtlab.replicas",       "dtlab.workers",
-    "dtlab.global_batch", "dtlab.chunk_size", "dtlab.seed",     "dtlab.shuffle_buffer",
+    "dtlab.global_batch", "dtlab.chunk_size", "dtlab.seed",     "dtlab.shuffle_buffer", "dtlab.accumulation_steps",
+    "dtlab.accumulation",
 };
 
+// A setting's value in a checkpoint's metadata (or this run's), with the value an
+// absent key stands for: "fast" for the math, and without gradient accumulation
+// "global" for its rule and, in fast mode (exact mode does not record it), 1 step.
 std::optional<std::string> RecordedValue(const std::map<std::string, std::string>& metadata, const std::string& key) {
   auto it = metadata.find(key);
   if (it != metadata.end()) return it->second;
   if (key == "dtlab.math") return std::string("fast");
+  if (key == "dtlab.accumulation") return std::string("global");
+  if (key == "dtlab.accumulation_steps" && !metadata.count("dtlab.math")) return std::string("1");
   return std::nullopt;
 }
 
@@ -178,7 +196,7 @@ StatusOr<ResumeReport> DescribeResume(const SafetensorsFile& checkpoint, const s
   DTLAB_ASSIGN_OR_RETURN(auto global_batch, RecordedCount(checkpoint, "dtlab.global_batch", path));
   DTLAB_ASSIGN_OR_RETURN(auto batch_per_replica, RecordedCount(checkpoint, "dtlab.batch_per_replica", path));
   DTLAB_ASSIGN_OR_RETURN(auto replicas, RecordedCount(checkpoint, "dtlab.replicas", path));
-  resume.global_batch = config.global_batch_size();
+  resume.global_batch = config.step_batch_size();
   resume.checkpoint_global_batch =
       global_batch.value_or(batch_per_replica ? *batch_per_replica * replicas.value_or(1) : resume.global_batch);
   resume.checkpoint_step_in_epoch = state.step_in_epoch;

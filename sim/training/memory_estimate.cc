@@ -21,6 +21,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   // weights, gradients, the packed collective buffer, the optimizer slots.
   e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots));
   if (in.exact) e.per_replica_bytes += p * kExactWords * sizeof(std::int64_t);
+  if (in.accumulating) e.per_replica_bytes += in.exact ? p * kExactWords * sizeof(std::int64_t) : p * f;
   e.replicas_bytes = e.per_replica_bytes * n;
   if (in.central_storage) e.replicas_bytes += p * f * (1.0 + static_cast<double>(in.optimizer_slots));
   // The gathered batch: inputs, and per example a loss, a coefficient, a label, a prediction.

@@ -6,7 +6,8 @@
 // TrainStep; sim/comm/collectives.cc; sim/comm/message_log.h):
 //   per replica: weights, gradients, the packed all-reduce buffer and the optimizer
 //     slots (4 bytes per parameter value each), plus exact mode's accumulator words
-//     (kExactWords x 8 bytes per value);
+//     (kExactWords x 8 bytes per value), and with gradient accumulation the
+//     running sum of the step's micro-batch gradients (a float or exact words per value);
 //   per run: the global batch gathered for the step (input values, loss, label,
 //     prediction per example), the per-thread workspaces (activations of a chunk of
 //     examples), and the message log of one step's collective, which holds one
@@ -33,8 +34,9 @@ struct RunMemoryInput {
   std::int64_t optimizer_slots = 0;                // adam 2, rmsprop 1, sgd 0 or 1
   std::int32_t replicas = 1;                       // replicas held by this process
   bool exact = false;                              // exact mode: accumulator words per replica
+  bool accumulating = false;                       // gradient accumulation: one more gradient (or words) per replica
   bool central_storage = false;                    // one more copy of weights and slots on the host
-  std::int64_t global_batch = 1;                   // examples gathered per step
+  std::int64_t global_batch = 1;                   // examples gathered per step (the whole optimizer step's)
   std::int64_t example_values = 0;                 // input values of one example
   std::int64_t activation_values_per_example = 0;  // sum of the layers' outputs for one example
   std::int64_t chunk_size = 16;                    // examples per task (sim/compute/batch_runner.h)

@@ -39,12 +39,20 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   file.metadata["dtlab.learning_rate"] = std::to_string(learning_rate);
   file.metadata["dtlab.l2"] = "1e-05";
   // What each replica computed, so a peer can recompute the step replica by replica.
-  file.metadata["dtlab.loss"] = config.cluster.LossCodeText(config.global_batch_size());
+  // With gradient accumulation the step is K micro-batches, the batch written all of
+  // them; the global rule's loss code divides by the step's K x G.
+  file.metadata["dtlab.loss"] =
+      config.cluster.LossCodeText(config.cluster.accumulation.LossGlobalBatch(config.global_batch_size()));
   file.metadata["dtlab.convention"] = std::string(ConventionName(config.cluster.convention));
   file.metadata["dtlab.loss_denominator"] = std::string(LossDenominatorName(config.cluster.denominator));
   file.metadata["dtlab.loss_reduction"] = std::string(LossReductionName(config.cluster.reduction));
   file.metadata["dtlab.keras"] = std::string(KerasVersionName(config.cluster.keras));
   file.metadata["dtlab.num_replicas_in_sync"] = std::to_string(config.cluster.replicas);
+  if (config.cluster.accumulation.on()) {  // the batch is K micro-batches, each replica's run together
+    file.metadata.insert_or_assign("dtlab.accumulation_steps", std::to_string(config.cluster.accumulation.steps));
+    file.metadata.insert_or_assign("dtlab.accumulation",
+                                   std::string(AccumulationRuleName(config.cluster.accumulation.rule)));
+  }
   std::string sizes;
   for (const std::int64_t b : step.result->replica_batch_sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
   file.metadata["dtlab.replica_batch_sizes"] = sizes;

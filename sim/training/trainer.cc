@@ -19,6 +19,7 @@
 #include "core/file_io.h"
 #include "core/training_state.h"
 #include "sim/compute/batch_runner.h"
+#include "sim/training/accumulation_run.h"
 #include "sim/training/checkpointing.h"
 #include "sim/training/evaluation.h"
 #include "sim/training/memory_estimate.h"
@@ -125,6 +126,14 @@ Status TrainConfig::Validate() const {
     return Status::InvalidArgument("--shuffle-buffer must be positive, got " + std::to_string(shuffle_buffer));
   if (chunk_size < 1) return Status::InvalidArgument("chunk size must be at least 1");
   DTLAB_RETURN_IF_ERROR(cluster.Validate());
+  if (cluster.accumulation.on()) {
+    const auto step_batch = CheckedMultiply(global_batch_size(), cluster.accumulation.steps);
+    if (!step_batch || *step_batch > kMaxGlobalBatch)
+      return Status::InvalidArgument("the optimizer step's batch, --accumulation-steps " +
+                                     std::to_string(cluster.accumulation.steps) + " x the global batch " +
+                                     std::to_string(global_batch_size()) + ", must be at most " +
+                                     std::to_string(kMaxGlobalBatch) + "; use fewer --accumulation-steps");
+  }
   if (trace_steps < 1) return Status::InvalidArgument("--trace-steps must be at least 1");
   if (cluster.strategy == StrategyKind::kParameterServer && cluster.check_reference)
     return Status::InvalidArgument(
@@ -177,7 +186,10 @@ std::uint64_t WeightsDigest(const ParameterList<float>& variables) {
 std::int64_t LastStep(const TrainConfig& config, std::int64_t train_examples) {
   const std::int64_t batch = std::max<std::int64_t>(config.global_batch_size(), 1);
   const std::int64_t per_epoch = config.drop_remainder ? train_examples / batch : (train_examples + batch - 1) / batch;
-  const std::int64_t all = CheckedMultiply(per_epoch, config.epochs).value_or(std::numeric_limits<std::int64_t>::max());
+  const GradientAccumulation& accumulation = config.cluster.accumulation;  // per_epoch counts micro-batches then
+  const std::int64_t all =
+      accumulation.on() ? accumulation.StepsInEpochs(per_epoch, config.epochs, config.drop_remainder)
+                        : CheckedMultiply(per_epoch, config.epochs).value_or(std::numeric_limits<std::int64_t>::max());
   return config.max_steps >= 0 ? std::min(all, config.max_steps) : all;
 }
 
@@ -215,8 +227,11 @@ Status CheckFitsInMemory(const TrainConfig& config, const Sequential<float>& mod
   const std::int32_t workers = config.worker_group != nullptr ? config.worker_group->size() : 1;
   input.replicas = config.cluster.replicas / std::max(workers, 1);
   input.exact = config.cluster.math == MathMode::kExact;
+  input.accumulating = config.cluster.accumulation.on();
   input.central_storage = config.cluster.strategy == StrategyKind::kCentralStorage;
-  input.global_batch = std::min(config.global_batch_size(), train.count);
+  // The reference check gathers a whole optimizer step, K micro-batches.
+  input.global_batch =
+      std::min(config.cluster.check_reference ? config.step_batch_size() : config.global_batch_size(), train.count);
   input.example_values = train.height * train.width * train.channels;
   Shape shape = model.example_shape();
   for (const auto& layer : model.layers()) {
@@ -314,6 +329,10 @@ StatusOr<DistributedDataset> MakeTrainingInput(const TrainConfig& config, const 
 Status CheckRunCanStart(const TrainConfig& config, const Sequential<float>& model, const ImageDataset& train) {
   DTLAB_RETURN_IF_ERROR(CheckStepsReachable(config, train.count));
   DTLAB_RETURN_IF_ERROR(CheckFitsInMemory(config, model, train));
+  DTLAB_RETURN_IF_ERROR(CheckAccumulationCheckpoints(config, [&]() -> StatusOr<std::int64_t> {
+    DTLAB_ASSIGN_OR_RETURN(const DistributedDataset dataset, MakeTrainingInput(config, train));
+    return static_cast<std::int64_t>(dataset.Iterate(0).size());
+  }));
   if (!config.trace_path.empty()) DTLAB_RETURN_IF_ERROR(CheckOutputPath(config.trace_path, "--trace"));
   return PrepareStepDump(config);
 }
@@ -327,6 +346,7 @@ EpochRequest MakeEpochRequest(const TrainConfig& config, const TrainingState& st
   request.epoch = state.epoch;
   request.learning_rate = learning_rate;
   request.global_batch = config.global_batch_size();
+  request.drop_remainder = config.drop_remainder;
   request.steps_before = state.step;
   request.max_steps = config.max_steps;
   request.first_step = state.step_in_epoch;
@@ -393,6 +413,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   if (report.resumed_from_step >= 0) engine.ImportState(state);
   DTLAB_ASSIGN_OR_RETURN(DistributedDataset dataset, MakeTrainingInput(config, train));
   report.input_description = dataset.Describe();
+  if (config.cluster.accumulation.on())
+    report.input_description += "; " + config.cluster.accumulation.Description(config.global_batch_size());
   DTLAB_ASSIGN_OR_RETURN(RunTiming timing, RunTiming::Create(config, flops_per_example));
   if (config.cluster.check_reference) report.reference_check.emplace();
   observer->OnStart(report.model_summary, report.resumed_from_step);
@@ -423,7 +445,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   for (; state.epoch < config.epochs && !stop; ++state.epoch) {
     const float learning_rate = LearningRateFor(config, default_rate, state.epoch + 1);
     const EpochBatches batches = dataset.Iterate(state.epoch);
-    observer->OnEpochBegin(state.epoch + 1, learning_rate, static_cast<std::int64_t>(batches.size()));
+    observer->OnEpochBegin(state.epoch + 1, learning_rate, OptimizerStepsInEpoch(config, state.epoch, batches.size()));
     const auto epoch_start = Clock::now();
     EpochRequest request = MakeEpochRequest(config, state, train, batches, learning_rate, *observer);
     if (config.stop_request != nullptr && !async) request.stop_after_step = stop_requested;

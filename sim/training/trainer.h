@@ -58,7 +58,7 @@ struct TrainConfig {
   float momentum = 0.0f;               // SGD only
   LearningRateSchedule schedule;       // empty: constant learning_rate
   std::uint64_t seed = 1;
-  std::int64_t max_steps = -1;        // stop after this many optimizer steps (< 0: no limit)
+  std::int64_t max_steps = -1;        // stop after this many optimizer steps (< 0: no limit; K micro-batches each)
   std::string checkpoint_dir;         // empty: no checkpoints
   std::int64_t checkpoint_every = 0;  // steps; 0: after every 2nd epoch (the tutorial's rule)
   int max_to_keep = 5;
@@ -109,6 +109,10 @@ struct TrainConfig {
   const std::atomic<int>* stop_request = nullptr;
 
   std::int64_t global_batch_size() const { return global_batch.value_or(batch_per_replica * cluster.replicas); }
+  /// The examples of one optimizer step: the global batch x --accumulation-steps
+  /// (sim/engines/accumulation.h). Checkpoints record it as their global batch and
+  /// count their position in it. REQUIRES: Validate() passed.
+  std::int64_t step_batch_size() const { return cluster.accumulation.steps * global_batch_size(); }
 
   /// InvalidArgument naming the option if a value is out of range.
   Status Validate() const;

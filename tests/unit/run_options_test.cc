@@ -36,17 +36,19 @@ std::string Describe(const TrainConfig& c) {
   std::ostringstream out;
   out << "model " << c.model << " epochs " << c.epochs << " batch " << c.batch_per_replica << " global "
       << c.global_batch.value_or(-1) << " optimizer " << c.optimizer << " lr " << c.learning_rate.value_or(-1)
-      << " momentum " << c.momentum << " seed " << c.seed << " steps " << c.max_steps << " every " << c.checkpoint_every
-      << " shuffle " << c.shuffle_buffer << " strategy " << StrategyName(k.strategy) << " replicas " << k.replicas
-      << " workers " << k.workers << " all_reduce " << AllReduceAlgorithmName(k.all_reduce) << " convention "
-      << ConventionName(k.convention) << " denominator " << LossDenominatorName(k.denominator) << " check "
-      << k.check_reference << " math " << MathModeName(k.math) << " split "
-      << (k.regularization_split ? RegularizationSplitName(*k.regularization_split) : "unset") << " scaling "
-      << RegularizationScalingName(k.regularization_scaling) << " empty " << EmptyReplicaLossName(k.empty_replica)
-      << " reduction " << LossReductionName(k.reduction) << " keras " << KerasVersionName(k.keras) << " timeout "
-      << k.collective_timeout_seconds << " input " << InputApiName(c.input) << " rebatch " << RebatchRuleName(c.rebatch)
-      << " shard " << AutoShardPolicyName(c.shard_policy) << " drop " << c.drop_remainder << " topology "
-      << TopologyKindName(c.topology) << " ps " << c.parameter_servers << " spread " << c.straggler_spread << " faults";
+      << " momentum " << c.momentum << " accumulation " << k.accumulation.steps << " "
+      << AccumulationRuleName(k.accumulation.rule) << " seed " << c.seed << " steps " << c.max_steps << " every "
+      << c.checkpoint_every << " shuffle " << c.shuffle_buffer << " strategy " << StrategyName(k.strategy)
+      << " replicas " << k.replicas << " workers " << k.workers << " all_reduce "
+      << AllReduceAlgorithmName(k.all_reduce) << " convention " << ConventionName(k.convention) << " denominator "
+      << LossDenominatorName(k.denominator) << " check " << k.check_reference << " math " << MathModeName(k.math)
+      << " split " << (k.regularization_split ? RegularizationSplitName(*k.regularization_split) : "unset")
+      << " scaling " << RegularizationScalingName(k.regularization_scaling) << " empty "
+      << EmptyReplicaLossName(k.empty_replica) << " reduction " << LossReductionName(k.reduction) << " keras "
+      << KerasVersionName(k.keras) << " timeout " << k.collective_timeout_seconds << " input " << InputApiName(c.input)
+      << " rebatch " << RebatchRuleName(c.rebatch) << " shard " << AutoShardPolicyName(c.shard_policy) << " drop "
+      << c.drop_remainder << " topology " << TopologyKindName(c.topology) << " ps " << c.parameter_servers << " spread "
+      << c.straggler_spread << " faults";
   for (const FaultSpec& fault : k.faults) out << " " << FaultSpecText(fault);
   return out.str();
 }
@@ -146,6 +148,8 @@ TEST(OptionsTableTest, FlagAndKeyGiveTheSameConfig) {
        {"cluster.strategy=mirrored", "cluster.replicas=3", "data.global_batch=10", "data.shuffle_buffer=100"}},
       {{{"optimizer", "sgd"}, {"lr", "0.05"}, {"momentum", "0.9"}, {"checkpoint-every", "2"}},
        {"optimizer.name=sgd", "optimizer.learning_rate=0.05", "optimizer.momentum=0.9", "run.checkpoint_every=2"}},
+      {{{"accumulation-steps", "4"}, {"accumulation", "keras"}},
+       {"optimizer.accumulation_steps=4", "optimizer.accumulation=keras"}},
       // The dependent defaults: tpu trains on a torus, parameter_server has a replica per worker.
       {{{"strategy", "tpu"}, {"replicas", "4"}}, {"cluster.strategy=tpu", "cluster.replicas=4"}},
       {{{"strategy", "tpu"}, {"replicas", "4"}, {"topology", "ring"}},

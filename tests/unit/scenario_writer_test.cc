@@ -75,6 +75,8 @@ const std::map<std::string, Sample>& Samples() {
       {"optimizer", {"sgd", {}}},
       {"lr", {"0.05", {}}},
       {"momentum", {"0.9", {"--optimizer", "sgd"}}},
+      {"accumulation-steps", {"4", {}}},
+      {"accumulation", {"keras", {}}},
       {"seed", {"7", {}}},
       {"steps", {"3", {}}},
       {"checkpoint-every", {"2", {}}},
