@@ -26,8 +26,14 @@ namespace dtlab {
 struct ParameterSpec {
   std::string name;  // "kernel" or "bias" (the model prefixes the layer name)
   Shape shape;
-  bool is_kernel = false;                // kernels are glorot_uniform-initialised and L2-regularised
+  bool is_kernel = false;                // kernels are glorot_uniform-initialised, other parameters zeros
   std::int64_t fan_in = 0, fan_out = 0;  // Keras fan computation, for glorot_uniform
+  double l2 = 0;                         // Keras L2(l2) regularizer: l2 * sum(w^2) joins the loss (0: none)
+};
+
+/// The Keras L2 regularizer factors of a layer's kernel and bias (0: none).
+struct L2Factors {
+  double kernel = 0, bias = 0;
 };
 
 /// Activation applied inside Conv2D and Dense, as Keras' `activation=` argument.

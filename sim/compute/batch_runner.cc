@@ -381,12 +381,12 @@ void RoundWords(std::span<const std::int64_t> words, std::span<float> out) {
 
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words) {
-  if (model.l2() == 0.0) return;
-  const float coefficient = scale * static_cast<float>(model.l2());
   std::int64_t offset = 0;
   for (std::size_t p = 0; p < weights.size(); ++p) {
     const std::int64_t size = weights[p].size();
-    if (model.parameters()[p].spec.is_kernel) {
+    const double l2 = model.parameters()[p].spec.l2;
+    if (l2 != 0.0) {
+      const float coefficient = scale * static_cast<float>(l2);
       const float* w = weights[p].data();
       std::int64_t* first = words.data() + offset * kExactWords;
       tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, size, 8192),

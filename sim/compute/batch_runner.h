@@ -47,7 +47,8 @@ struct ExactSegment {
 };
 
 /// Exact mode: adds the regularization gradient terms, scale * l2 * (2 * w) per
-/// kernel element computed in float as Sequential::AddRegularizationGradient does,
+/// element of every regularized parameter (its own l2), computed in float as
+/// Sequential::AddRegularizationGradient does,
 /// to gradient words laid out as ExactSegment::grad_words.
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words);

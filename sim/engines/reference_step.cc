@@ -85,9 +85,9 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     const double additions = static_cast<double>(distributed_rows * terms + distributed_chunks + n + 4 +
                                                  reference_rows * terms + reference_chunks + 4);
     magnitudes.assign(magnitudes_[p].data(), magnitudes_[p].data() + size);
-    if (model_.parameters()[p].spec.is_kernel)  // the regularization term 2*l2*|w|
+    if (const double l2 = model_.parameters()[p].spec.l2; l2 != 0.0)  // the regularization term 2*l2*|w|
       for (std::size_t i = 0; i < size; ++i)
-        magnitudes[i] += static_cast<float>(2.0 * model_.l2()) * std::abs(weights[p][static_cast<std::int64_t>(i)]);
+        magnitudes[i] += static_cast<float>(2.0 * l2) * std::abs(weights[p][static_cast<std::int64_t>(i)]);
     check.variables.push_back(CompareWithBound(model_.parameters()[p].name, step.reduced_gradient.subspan(offset, size),
                                                std::span(g.data(), size), magnitudes, additions));
     offset += size;
@@ -105,7 +105,7 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     for (const auto& v : check.variables)
       if (!v.within_bound && std::abs(v.scale - 1) > std::abs(worst_scale - 1)) worst_scale = v.scale;
     const bool n_times = std::abs(worst_scale - static_cast<double>(n)) < 0.05 * static_cast<double>(n);
-    check.explanation += loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.l2() != 0.0);
+    check.explanation += loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.regularized());
   }
   return check;
 }
@@ -135,7 +135,7 @@ StepCheck ReferenceStep::CheckExact(const LossCode& loss, MathMode math, const D
   check.Summarize();
   if (!check.within_bound)
     check.explanation += loss.ExactMismatchCause(static_cast<std::int32_t>(step.batch_sizes.size()), loss.split(math),
-                                                 model_.l2() != 0.0);
+                                                 model_.regularized());
   return check;
 }
 

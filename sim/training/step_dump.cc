@@ -37,7 +37,11 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   file.metadata = RecordedSettings(config);
   file.metadata["dtlab.step"] = std::to_string(step.step);
   file.metadata["dtlab.learning_rate"] = std::to_string(learning_rate);
-  file.metadata["dtlab.l2"] = "1e-05";
+  if (model.description_json().empty()) {
+    file.metadata["dtlab.l2"] = "1e-05";  // every built-in model's kernel regularizer
+  } else {
+    file.metadata["dtlab.model_json"] = model.description_json();  // its regularizers are per layer
+  }
   // What each replica computed, so a peer can recompute the step replica by replica.
   file.metadata["dtlab.loss"] = config.cluster.LossCodeText(config.global_batch_size());
   file.metadata["dtlab.convention"] = std::string(ConventionName(config.cluster.convention));
