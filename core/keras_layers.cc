@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <type_traits>
@@ -11,6 +12,7 @@
 #include "core/activation_layer.h"
 #include "core/conv2d.h"
 #include "core/dense.h"
+#include "core/dropout.h"
 #include "core/pooling.h"
 #include "core/reshape.h"
 #include "core/text.h"
@@ -297,6 +299,24 @@ Status ReadSoftmax(const KerasLayerConfig& config, std::vector<LayerRecipe>& out
   return Status::Ok();
 }
 
+Status ReadDropout(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
+  static constexpr std::string_view kKnown[] = {"name", "trainable", "dtype", "rate", "seed", "noise_shape"};
+  DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
+  DTLAB_ASSIGN_OR_RETURN(const double rate, config.Number("rate", -1, 0, 1));
+  if (rate < 0) return config.Error("rate must be a number in [0, 1], and is missing");
+  DTLAB_RETURN_IF_ERROR(config.Expect("noise_shape", nullptr, "null (masks shared across axes are not supported)"));
+  // `seed` is read and left: dtlab's masks come from its own counter-based streams.
+  DTLAB_RETURN_IF_ERROR(
+      config.Integer("seed", 0, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())
+          .status());
+  const std::string name = config.name();
+  out.push_back(Recipe(config, name, [=](auto type, const Shape&) {
+    using T = typename decltype(type)::type;
+    return std::make_unique<Dropout<T>>(name, rate);
+  }));
+  return Status::Ok();
+}
+
 // The table: Keras class name, reader. InputLayer is the model's (core/keras_model.cc).
 constexpr KerasLayerClass kLayerClasses[] = {
     {"Conv2D", ReadConv2D},
@@ -308,6 +328,7 @@ constexpr KerasLayerClass kLayerClasses[] = {
     {"Activation", ReadActivationLayer},
     {"ReLU", ReadReLU},
     {"Softmax", ReadSoftmax},
+    {"Dropout", ReadDropout},
 };
 
 // A value as a message quotes it: short, printable.
@@ -339,11 +360,9 @@ StatusOr<std::int64_t> KerasLayerConfig::Integer(std::string_view key, std::int6
   }
   if (!value->is_number_integer()) return Error(std::string(key) + range + ", got " + Quoted(*value));
   // A JSON integer is int64 or uint64 in nlohmann; compare in the type it holds.
-  if (value->is_number_unsigned()) {
-    const auto u = value->get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(max)) return Error(std::string(key) + range + ", got " + Quoted(*value));
-    return static_cast<std::int64_t>(u);
-  }
+  // nlohmann holds a non-negative JSON integer as uint64: range-check it there first.
+  if (value->is_number_unsigned() && value->get<std::uint64_t>() > static_cast<std::uint64_t>(max))
+    return Error(std::string(key) + range + ", got " + Quoted(*value));
   const auto v = value->get<std::int64_t>();
   if (v < min || v > max) return Error(std::string(key) + range + ", got " + Quoted(*value));
   return v;
@@ -362,9 +381,7 @@ StatusOr<std::pair<std::int64_t, std::int64_t>> KerasLayerConfig::Pair(std::stri
   }
   auto one = [&](const Json& v) -> std::optional<std::int64_t> {
     if (!v.is_number_integer()) return std::nullopt;
-    if (v.is_number_unsigned())
-      return v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max) ? std::optional(v.get<std::int64_t>())
-                                                                       : std::nullopt;
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) return std::nullopt;
     const auto i = v.get<std::int64_t>();
     if (i < min || i > max) return std::nullopt;
     return i;
@@ -423,7 +440,7 @@ StatusOr<std::vector<std::int64_t>> KerasLayerConfig::IntegerList(std::string_vi
   if (!value->is_array() || value->size() > max_length) return Error(what + ", got " + Quoted(*value));
   std::vector<std::int64_t> out;
   for (const Json& v : *value) {
-    if (!v.is_number_integer() || v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max))
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)))
       return Error(what + ", got " + Quoted(*value));
     const auto i = v.get<std::int64_t>();
     if (i < min || i > max) return Error(what + ", got " + Quoted(*value));

@@ -76,7 +76,7 @@ StatusOr<Shape> ReadBatchShape(const Json& value, const std::string& where) {
   Shape shape;
   for (std::size_t i = 1; i < value.size(); ++i) {
     const Json& d = value[i];
-    if (!d.is_number_integer() || d.is_number_unsigned() && d.get<std::uint64_t>() > kMaxInputDimension ||
+    if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<std::uint64_t>() > kMaxInputDimension) ||
         d.get<std::int64_t>() < 1 || d.get<std::int64_t>() > kMaxInputDimension)
       return Status::InvalidArgument(what + ", got " + Printable(value.dump(), 40));
     shape.push_back(d.get<std::int64_t>());

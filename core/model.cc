@@ -43,10 +43,11 @@ std::string Sequential<T>::Summary() const {
     std::int64_t count = 0;
     for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p)
       count += NumElements(parameters_[p].spec.shape);
+    // Columns of 32 and 18 characters, and at least one space after a longer cell.
     std::string label = layers_[l]->name() + " (" + std::string(layers_[l]->kind()) + ")";
-    label.resize(std::max<std::size_t>(label.size(), 32), ' ');
+    label.resize(std::max<std::size_t>(label.size() + 1, 32), ' ');
     std::string shape = ShapeToString(layer_output_shapes_[l]);
-    shape.resize(std::max<std::size_t>(shape.size(), 18), ' ');
+    shape.resize(std::max<std::size_t>(shape.size() + 1, 18), ' ');
     out << "  " << label << shape << count << "\n";
   }
   if (softmax_output_) out << "  (softmax)                       applied by the loss, as Keras does\n";
@@ -122,6 +123,8 @@ const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Te
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     layer_params.clear();
     for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) layer_params.push_back(&params[p]);
+    ws.caches[l].context = &ws.context;
+    ws.caches[l].layer = l;
     layers_[l]->Forward(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
   }
   return ws.activations.back();

@@ -35,7 +35,9 @@ class Sequential {
   struct Workspace {
     std::vector<Tensor<T>> activations;  // activations[0] = input, [i+1] = layer i output
     std::vector<LayerCache<T>> caches;
-    Tensor<T> gradient_a, gradient_b;  // ping-pong buffers for the backward pass
+    Tensor<T> gradient_a, gradient_b;            // ping-pong buffers for the backward pass
+    ForwardContext context;                      // the chunk's step and examples (the runner's to fill)
+    std::vector<std::uint64_t> example_streams;  // storage the context's example_streams may view
   };
 
   /// `example_shape` is one input example's shape. Each parameter's L2 regularizer
@@ -80,7 +82,8 @@ class Sequential {
   void AddRegularizationGradient(const ParameterList<T>& params, T scale, ParameterList<T>& grads) const;
 
   /// Forward pass of a batch x [B, example_shape...]; returns the logits [B, classes]
-  /// (stored in the workspace). In float the same for fast and exact mode: fixed-order
+  /// (stored in the workspace). ws.context says whether it is a training step (see
+  /// ForwardContext); only Dropout reads it. In float the same for fast and exact mode: fixed-order
   /// chains, so an example's logits do not depend on its batch or the machine.
   const Tensor<T>& Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const;
   /// Backward pass after Forward: given dL/dlogits (used as scratch), overwrites

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/checked_number.h"
+#include "core/dropout.h"
 #include "core/model.h"
 #include "sim/comm/all_reduce_registry.h"
 #include "sim/comm/collectives.h"
@@ -85,6 +86,12 @@ std::vector<RunOption> MakeTable() {
                "ending in .json; docs/models.md)",
        .apply = [](V v, S s) { s.config.model = Text(v); return Ok(); },
        .read = [](R s) -> Read { return AsText(ModelAsFileName(s.config.model)); }},
+      {.group = kData, .flag = "dropout-rng", .key = "model.dropout_rng", .type = kName, .default_text = "keyed",
+       .help = "Dropout's masks: keyed (by seed, step, layer and the example's place in the global batch: N "
+               "replicas equal one device) or per-replica (by replica and place in its batch, as TF's per-replica "
+               "generators: the run depends on the replica count)",
+       .apply = [](V v, S s) { return SetName(v, ParseDropoutRng, s.config.cluster.dropout_rng); },
+       .read = [](R s) -> Read { return AsText(DropoutRngName(s.config.cluster.dropout_rng)); }},
       {.group = kData, .flag = "dataset", .file_key = "data.source", .type = kText, .default_text = "fashion-mnist",
        .help = "fashion-mnist, mnist, or a directory holding the four IDX files",
        .apply = [](V v, S s) { s.config.dataset = Text(v); return Ok(); },
@@ -378,7 +385,7 @@ const std::vector<RunOptionSection>& RunOptionSections() {
       {"data",
        {"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch", "shard",
         "drop_remainder", "shuffle_buffer"}},
-      {"model", {"name"}},
+      {"model", {"name", "dropout_rng"}},
       {"loss", {"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"}},
       {"optimizer", {"name", "learning_rate", "momentum"}},
       {"run",

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dropout.h"
 #include "core/loss.h"
 #include "core/metrics.h"
 #include "core/mnist.h"
@@ -53,6 +54,10 @@ struct ClusterConfig : LossCode {
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
   bool check_reference = false;
   MathMode math = MathMode::kFast;
+  // Dropout's masks (core/dropout.h): keyed by example (the default) or per replica,
+  // under the run's seed (Train sets it from TrainConfig::seed).
+  DropoutRng dropout_rng = DropoutRng::kKeyed;
+  std::uint64_t dropout_seed = 0;
   // Fault injection (sim/comm/faults.h) and detection.
   std::vector<FaultSpec> faults;
   double collective_timeout_seconds = 60;  // how long a collective waits for a replica (simulated)

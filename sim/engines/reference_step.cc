@@ -17,8 +17,28 @@ double L2Norm(std::span<const float> values) {
 ReferenceStep::ReferenceStep(const Sequential<float>& model, std::int64_t chunk_size)
     : model_(model), runner_(model, chunk_size) {}
 
+std::string ReferenceStep::DropoutCause(const Distributed& step) const {
+  if (step.dropout.rng != DropoutRng::kPerReplica || step.batch_sizes.size() < 2) return "";
+  std::string layers;
+  for (const auto& layer : model_.layers())
+    if (layer->kind() == "Dropout") layers += (layers.empty() ? "" : ", ") + layer->name();
+  if (layers.empty()) return "";
+  return "Dropout (" + layers +
+         ") draws its masks per replica (--dropout-rng per-replica, as TensorFlow's per-replica generators do), so "
+         "an example's mask depends on the replica it lands on and the step on the replica count; --dropout-rng "
+         "keyed keys each mask by the example and equals one device";
+}
+
 StepCheck ReferenceStep::Check(const LossCode& loss, MathMode math, const Distributed& step) {
+  DropoutStep dropout = step.dropout;
+  dropout.step = step.step;
+  dropout.first_replica = 0;  // one device: replica 0 holds the whole batch
+  runner_.set_dropout_step(dropout);
   StepCheck check = math == MathMode::kExact ? CheckExact(loss, math, step) : CheckFast(loss, step);
+  if (!check.within_bound) {
+    const std::string cause = DropoutCause(step);
+    if (!cause.empty()) check.explanation = cause;  // the other symptoms (per-example losses differ) follow from it
+  }
   check.distributed_norm = L2Norm(step.reduced_gradient);
   double squares = 0;
   for (const auto& variable : grads_) squares += std::pow(L2Norm(variable.span()), 2);

@@ -12,11 +12,12 @@
 #include "core/activation_layer.h"
 #include "core/conv2d.h"
 #include "core/dense.h"
+#include "core/dropout.h"
 #include "core/keras_model.h"
 #include "core/model_catalog.h"
 #include "core/pooling.h"
 #include "core/reshape.h"
-#include "core/training_state.h"
+#include "sim/training/trainer.h"
 #include "tests/unit/test_util.h"
 
 namespace dtlab {
@@ -109,7 +110,7 @@ TEST(KerasModel, BuiltInModelDigestsArePinned) {
   auto model = std::move(MakeModel<float>("seed-cnn", {28, 28, 1}, 10)).value();
   auto code = BuiltByCode<float>("seed-cnn", {28, 28, 1}, 10);
   EXPECT_EQ(WeightsDigest(model->InitialParameters(1)), WeightsDigest(code->InitialParameters(1)));
-  EXPECT_EQ(model->num_parameter_values(), 225034);
+  EXPECT_EQ(model->num_parameter_values(), 121930);
 }
 
 TEST(KerasModel, EveryEmbeddedFileIsAListedModel) {
@@ -216,7 +217,7 @@ TEST(KerasModel, CanonicalJsonIsTheSameForTheSameModel) {
 // A refusal: exit 2 (InvalidArgument), the message holding every piece.
 void ExpectRefused(const std::string& text, const std::vector<std::string>& pieces, const Shape& image = {28, 28, 1}) {
   auto model = LoadKerasModel<float>(text, "model.json", image, 10);
-  ASSERT_FALSE(model.ok()) << "accepted: " << text.substr(0, 200);
+  ASSERT_FALSE(model.ok()) << "accepted, expected a refusal with: " << pieces.back();
   EXPECT_EQ(model.status().code(), Status::Code::kInvalidArgument) << model.status().ToString();
   for (const std::string& piece : pieces)
     EXPECT_NE(model.status().message().find(piece), std::string::npos)
@@ -263,7 +264,7 @@ TEST(KerasModel, RefusesEveryUnsupportedOption) {
                 {conv2d, "an L1 term is not supported"});
   ExpectRefused(conv("kernel_regularizer", Json{{"class_name", "L2"}, {"config", {{"l2", -1}}}}),
                 {conv2d, "l2 must be a number in [0, 1e6]"});
-  ExpectRefused(conv("filters", 0), {conv2d, "filters must be an integer in [1, 16777216], got 0"});
+  ExpectRefused(conv("filters", Json(0)), {conv2d, "filters must be an integer in [1, 16777216], got 0"});
   ExpectRefused(conv("filters", 1e30), {conv2d, "filters must be an integer"});
   ExpectRefused(conv("filters", "8"), {conv2d, "filters must be an integer"});
   ExpectRefused(conv("filters", Json(18446744073709551615ull)), {conv2d, "filters must be an integer"});
@@ -307,6 +308,24 @@ TEST(KerasModel, RefusesEveryUnsupportedOption) {
   ExpectRefused(Edited([](Json& layers) { layers[0]["config"]["sparse"] = true; }), {"sparse inputs"});
 }
 
+TEST(KerasModel, ReadsDropout) {
+  const std::string text = ReadText(Fixture("dropout_cnn.json"));
+  auto made = LoadKerasModel<float>(text, "m", {28, 28, 1}, 10);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const auto* dropout = dynamic_cast<const Dropout<float>*>((*made)->layers()[2].get());
+  ASSERT_NE(dropout, nullptr);
+  EXPECT_EQ(dropout->rate(), 0.25);
+  auto edit = [&](const char* key, Json value) {
+    Json root = Json::parse(text);
+    root["config"]["layers"][3]["config"][key] = value;
+    return root.dump();
+  };
+  ExpectRefused(edit("rate", 1.5), {"layers[3] 'dropout' (Dropout)", "rate must be a number in [0, 1]"});
+  ExpectRefused(edit("rate", nullptr), {"layers[3] 'dropout' (Dropout)", "rate must be", "missing"});
+  ExpectRefused(edit("noise_shape", Json::array({nullptr, 1, 1, 16})), {"layers[3] 'dropout'", "noise_shape"});
+  EXPECT_TRUE(LoadKerasModel<float>(edit("seed", 1234), "m", {28, 28, 1}, 10).ok());
+}
+
 TEST(KerasModel, RefusesWhatIsNotASequentialKerasModel) {
   ExpectRefused("", {"model.json: not JSON"});
   ExpectRefused("{\"class_name\": \"Sequential\"", {"model.json: not JSON"});
@@ -322,8 +341,11 @@ TEST(KerasModel, RefusesWhatIsNotASequentialKerasModel) {
     layers.insert(layers.end() - 1, relu);
   }
   ExpectRefused(many.dump(), {"the model has 309 layers; dtlab reads at most 256"});
-  ExpectRefused(Edited([](Json& layers) { layers.erase(layers.end() - 1); }),
-                {"the model's output is [32] per example", "at least 10 logits"});
+  ExpectRefused(Edited([](Json& layers) {
+                  layers.erase(layers.begin() + 9, layers.end());
+                  layers[8]["config"]["units"] = 7;
+                }),
+                {"the model's output is [7] per example", "at least 10 logits"});
   ExpectRefused(Edited([](Json& layers) { layers.erase(layers.end() - 3, layers.end()); }),
                 {"the model's output is [4, 8] per example"});
   // The root model's dtype policy.
