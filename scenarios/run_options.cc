@@ -86,7 +86,7 @@ std::vector<RunOption> MakeTable() {
                "ending in .json; docs/models.md)",
        .apply = [](V v, S s) { s.config.model = Text(v); return Ok(); },
        .read = [](R s) -> Read { return AsText(ModelAsFileName(s.config.model)); }},
-      {.group = kData, .flag = "dropout-rng", .key = "model.dropout_rng", .type = kName, .default_text = "keyed",
+      {.group = kData, .flag = "dropout-rng", .key = "run.dropout_rng", .type = kName, .default_text = "keyed",
        .help = "Dropout's masks: keyed (by seed, step, layer and the example's place in the global batch: N "
                "replicas equal one device) or per-replica (by replica and place in its batch, as TF's per-replica "
                "generators: the run depends on the replica count)",
@@ -385,11 +385,12 @@ const std::vector<RunOptionSection>& RunOptionSections() {
       {"data",
        {"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch", "shard",
         "drop_remainder", "shuffle_buffer"}},
-      {"model", {"name", "dropout_rng"}},
+      {"model", {"name"}},
       {"loss", {"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"}},
       {"optimizer", {"name", "learning_rate", "momentum"}},
       {"run",
-       {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout"}},
+       {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout",
+        "dropout_rng"}},
   };
   return kSections;
 }
