@@ -248,7 +248,8 @@ StatusOr<std::unique_ptr<Sequential<T>>> BuildKerasModel(const KerasModel& model
     return fail("the model's output is " + ShapeToString(shape) + " per example; dtlab needs a vector of at least " +
                 std::to_string(num_classes) + " logits, one per class (end the model with Dense(" +
                 std::to_string(num_classes) + "))");
-  return std::make_unique<Sequential<T>>(name, input, std::move(layers), softmax_output);
+  return std::make_unique<Sequential<T>>(name, input, std::move(layers),
+                                         softmax_output ? FinalSoftmax::kAppliedByLoss : FinalSoftmax::kNone);
 }
 
 template <typename T>

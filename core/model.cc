@@ -9,11 +9,11 @@ namespace dtlab {
 
 template <typename T>
 Sequential<T>::Sequential(std::string name, Shape example_shape, std::vector<std::unique_ptr<Layer<T>>> layers,
-                          bool softmax_output)
+                          FinalSoftmax final_softmax)
     : name_(std::move(name)),
       example_shape_(std::move(example_shape)),
       layers_(std::move(layers)),
-      softmax_output_(softmax_output) {
+      softmax_output_(final_softmax == FinalSoftmax::kAppliedByLoss) {
   Shape shape = example_shape_;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     first_parameter_.push_back(parameters_.size());

@@ -28,6 +28,10 @@ struct ModelParameter {
   std::size_t layer;  // index of the owning layer
 };
 
+/// Whether a model as written ends in a softmax that the loss applies (a strong
+/// type, so that no number converts to it by mistake).
+enum class FinalSoftmax { kNone, kAppliedByLoss };
+
 template <typename T>
 class Sequential {
  public:
@@ -41,12 +45,12 @@ class Sequential {
   };
 
   /// `example_shape` is one input example's shape. Each parameter's L2 regularizer
-  /// factor is its layer's (ParameterSpec::l2). `softmax_output`: the model as
+  /// factor is its layer's (ParameterSpec::l2). kAppliedByLoss: the model as
   /// written ends in a softmax that is not among `layers`: the loss applies it
   /// (docs/models.md, "A final softmax"); Forward's result is the logits either way.
   /// REQUIRES: the layers fit together (use MakeModel, which checks).
   Sequential(std::string name, Shape example_shape, std::vector<std::unique_ptr<Layer<T>>> layers,
-             bool softmax_output = false);
+             FinalSoftmax final_softmax = FinalSoftmax::kNone);
 
   const std::string& name() const { return name_; }
   const Shape& example_shape() const { return example_shape_; }
