@@ -63,6 +63,12 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   for (std::size_t i = 0; i < specs.size(); ++i)
     DTLAB_RETURN_IF_ERROR(file.Add("gradients/" + specs[i].name, gradients[i]));
   DTLAB_RETURN_IF_ERROR(file.Add("loss", std::span<const float>(&loss, 1), Shape{}));
+  if (!model.description_json().empty()) {
+    // A model from a file: its logits on the batch with these weights (an inference
+    // pass: Dropout is the identity), for a peer to hold its own model to.
+    Sequential<float>::Workspace workspace;
+    DTLAB_RETURN_IF_ERROR(file.Add("batch/logits", model.Forward(weights, images, workspace)));
+  }
   return WriteFileAtomically(config.dump_dir + "/step-" + std::to_string(step.step) + ".safetensors",
                              SerializeSafetensors(file));
 }
