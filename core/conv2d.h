@@ -17,15 +17,17 @@
 
 namespace dtlab {
 
+/// Conv2D's strides, padding and regularizers; the defaults are Keras's (1, 1, valid, none).
+struct Conv2DOptions {
+  std::int64_t stride_height = 1, stride_width = 1;
+  Padding padding = Padding::kValid;
+  L2Factors l2;
+};
+
 template <typename T>
 class Conv2D final : public Layer<T> {
  public:
-  /// Strides, padding and regularizers; the defaults are Keras's (1, 1, valid, none).
-  struct Options {
-    std::int64_t stride_height = 1, stride_width = 1;
-    Padding padding = Padding::kValid;
-    L2Factors l2;
-  };
+  using Options = Conv2DOptions;
 
   Conv2D(std::string name, std::int64_t filters, std::int64_t kernel_height, std::int64_t kernel_width,
          Activation activation, Options options = {});

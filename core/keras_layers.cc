@@ -104,70 +104,41 @@ void AddWithActivation(const KerasLayerConfig& config, KerasActivation activatio
   if (activation == KerasActivation::kSoftmax) out.push_back(SoftmaxRecipe(config, config.name() + "/softmax"));
 }
 
+// The keys of a layer with a kernel, a bias and a fused activation (Conv2D, Dense).
+constexpr std::string_view kWeightedKeys[] = {
+    "activation",       "use_bias",          "kernel_initializer",   "bias_initializer", "kernel_regularizer",
+    "bias_regularizer", "kernel_constraint", "activity_regularizer", "bias_constraint"};
+
 Status ReadConv2D(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
-  static constexpr std::string_view kKnown[] = {"name",
-                                                "trainable",
-                                                "dtype",
-                                                "filters",
-                                                "kernel_size",
-                                                "strides",
-                                                "padding",
-                                                "data_format",
-                                                "dilation_rate",
-                                                "groups",
-                                                "activation",
-                                                "use_bias",
-                                                "kernel_initializer",
-                                                "bias_initializer",
-                                                "kernel_regularizer",
-                                                "bias_regularizer",
-                                                "activity_regularizer",
-                                                "kernel_constraint",
-                                                "bias_constraint"};
-  DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
+  static constexpr std::string_view kKnown[] = {"filters",     "kernel_size",   "strides", "padding",
+                                                "data_format", "dilation_rate", "groups"};
+  DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown, kWeightedKeys));
   DTLAB_ASSIGN_OR_RETURN(const std::int64_t filters, config.Integer("filters", -1, 1, kMaxUnits));
   DTLAB_ASSIGN_OR_RETURN(const auto kernel, config.Pair("kernel_size", {-1, -1}, 1, kMaxWindow));
   DTLAB_ASSIGN_OR_RETURN(const auto strides, config.Pair("strides", {1, 1}, 1, kMaxWindow));
-  DTLAB_ASSIGN_OR_RETURN(const Padding padding, ReadPadding(config));
+  Conv2DOptions options;
+  options.stride_height = strides.first, options.stride_width = strides.second;
+  DTLAB_ASSIGN_OR_RETURN(options.padding, ReadPadding(config));
   DTLAB_RETURN_IF_ERROR(CheckChannelsLast(config));
   DTLAB_RETURN_IF_ERROR(config.Expect("dilation_rate", 1, "1 or [1, 1] (dilated convolutions are not supported)"));
   DTLAB_RETURN_IF_ERROR(config.Expect("groups", 1, "1 (grouped convolutions are not supported)"));
   DTLAB_ASSIGN_OR_RETURN(const KerasActivation activation, ReadActivation(config));
-  DTLAB_ASSIGN_OR_RETURN(const L2Factors l2, ReadKernelAndBias(config));
-  typename Conv2D<float>::Options options;
-  options.stride_height = strides.first, options.stride_width = strides.second;
-  options.padding = padding;
-  options.l2 = l2;
+  DTLAB_ASSIGN_OR_RETURN(options.l2, ReadKernelAndBias(config));
   const Activation fused = activation == KerasActivation::kRelu ? Activation::kRelu : Activation::kLinear;
   const std::string name = config.name();
   AddWithActivation(
       config, activation,
       [=](auto type, const Shape&) {
         using T = typename decltype(type)::type;
-        typename Conv2D<T>::Options o;
-        o.stride_height = options.stride_height, o.stride_width = options.stride_width;
-        o.padding = options.padding, o.l2 = options.l2;
-        return std::make_unique<Conv2D<T>>(name, filters, kernel.first, kernel.second, fused, o);
+        return std::make_unique<Conv2D<T>>(name, filters, kernel.first, kernel.second, fused, options);
       },
       out);
   return Status::Ok();
 }
 
 Status ReadDense(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
-  static constexpr std::string_view kKnown[] = {"name",
-                                                "trainable",
-                                                "dtype",
-                                                "units",
-                                                "activation",
-                                                "use_bias",
-                                                "kernel_initializer",
-                                                "bias_initializer",
-                                                "kernel_regularizer",
-                                                "bias_regularizer",
-                                                "activity_regularizer",
-                                                "kernel_constraint",
-                                                "bias_constraint"};
-  DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
+  static constexpr std::string_view kKnown[] = {"units"};
+  DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown, kWeightedKeys));
   DTLAB_ASSIGN_OR_RETURN(const std::int64_t units, config.Integer("units", -1, 1, kMaxUnits));
   DTLAB_ASSIGN_OR_RETURN(const KerasActivation activation, ReadActivation(config));
   DTLAB_ASSIGN_OR_RETURN(const L2Factors l2, ReadKernelAndBias(config));
@@ -184,8 +155,7 @@ Status ReadDense(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) 
 }
 
 StatusOr<PoolingOptions> ReadPooling(const KerasLayerConfig& config) {
-  static constexpr std::string_view kKnown[] = {"name",    "trainable", "dtype",      "pool_size",
-                                                "padding", "strides",   "data_format"};
+  static constexpr std::string_view kKnown[] = {"pool_size", "padding", "strides", "data_format"};
   DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
   PoolingOptions options;
   DTLAB_ASSIGN_OR_RETURN(const auto pool, config.Pair("pool_size", {2, 2}, 1, kMaxWindow));
@@ -219,7 +189,7 @@ Status ReadAveragePooling2D(const KerasLayerConfig& config, std::vector<LayerRec
 }
 
 Status ReadFlatten(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
-  static constexpr std::string_view kKnown[] = {"name", "trainable", "dtype", "data_format"};
+  static constexpr std::string_view kKnown[] = {"data_format"};
   DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
   DTLAB_RETURN_IF_ERROR(CheckChannelsLast(config));
   const std::string name = config.name();
@@ -231,7 +201,7 @@ Status ReadFlatten(const KerasLayerConfig& config, std::vector<LayerRecipe>& out
 }
 
 Status ReadReshape(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
-  static constexpr std::string_view kKnown[] = {"name", "trainable", "dtype", "target_shape"};
+  static constexpr std::string_view kKnown[] = {"target_shape"};
   DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
   DTLAB_ASSIGN_OR_RETURN(const Shape target, config.IntegerList("target_shape", -1, kMaxDimension, 3));
   if (target.empty()) return config.Error("target_shape must list 1 to 3 dimensions");
@@ -273,7 +243,7 @@ void AddActivationLayer(const KerasLayerConfig& config, KerasActivation activati
 }
 
 Status ReadActivationLayer(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
-  static constexpr std::string_view kKnown[] = {"name", "trainable", "dtype", "activation"};
+  static constexpr std::string_view kKnown[] = {"activation"};
   DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
   DTLAB_ASSIGN_OR_RETURN(const KerasActivation activation, ReadActivation(config));
   AddActivationLayer(config, activation, "Activation", out);
@@ -281,8 +251,7 @@ Status ReadActivationLayer(const KerasLayerConfig& config, std::vector<LayerReci
 }
 
 Status ReadReLU(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
-  static constexpr std::string_view kKnown[] = {"name",      "trainable",      "dtype",
-                                                "max_value", "negative_slope", "threshold"};
+  static constexpr std::string_view kKnown[] = {"max_value", "negative_slope", "threshold"};
   DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
   DTLAB_RETURN_IF_ERROR(config.Expect("max_value", nullptr, "null (a capped ReLU is not supported)"));
   DTLAB_RETURN_IF_ERROR(config.Expect("negative_slope", 0, "0 (a leaky ReLU is not supported)"));
@@ -292,7 +261,7 @@ Status ReadReLU(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
 }
 
 Status ReadSoftmax(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
-  static constexpr std::string_view kKnown[] = {"name", "trainable", "dtype", "axis"};
+  static constexpr std::string_view kKnown[] = {"axis"};
   DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
   DTLAB_RETURN_IF_ERROR(config.Expect("axis", -1, "-1 (the softmax runs over the last axis)"));
   AddActivationLayer(config, KerasActivation::kSoftmax, "Softmax", out);
@@ -300,7 +269,7 @@ Status ReadSoftmax(const KerasLayerConfig& config, std::vector<LayerRecipe>& out
 }
 
 Status ReadDropout(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
-  static constexpr std::string_view kKnown[] = {"name", "trainable", "dtype", "rate", "seed", "noise_shape"};
+  static constexpr std::string_view kKnown[] = {"rate", "seed", "noise_shape"};
   DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
   DTLAB_ASSIGN_OR_RETURN(const double rate, config.Number("rate", -1, 0, 1));
   if (rate < 0) return config.Error("rate must be a number in [0, 1], and is missing");
@@ -499,11 +468,14 @@ Status KerasLayerConfig::Initializer(std::string_view key, std::string_view expe
                " (dtlab draws glorot_uniform kernels and zero biases from its own seed)");
 }
 
-Status KerasLayerConfig::OnlyKnownKeys(std::span<const std::string_view> known) const {
+Status KerasLayerConfig::OnlyKnownKeys(std::span<const std::string_view> known,
+                                       std::span<const std::string_view> more) const {
+  static constexpr std::string_view kEveryLayer[] = {"name", "trainable", "dtype"};
   for (auto it = config_.begin(); it != config_.end(); ++it) {
     if (it->is_null()) continue;
     bool found = false;
-    for (const std::string_view k : known) found |= it.key() == k;
+    for (const auto keys : {std::span<const std::string_view>(kEveryLayer), known, more})
+      for (const std::string_view k : keys) found |= it.key() == k;
     if (!found) return Error("option '" + Printable(it.key(), 40) + "' is not supported (set to " + Quoted(*it) + ")");
   }
   return Status::Ok();

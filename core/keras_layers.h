@@ -81,9 +81,10 @@ class KerasLayerConfig {
   /// Ok if the initializer is absent, null or of class `expected` ("GlorotUniform",
   /// "Zeros"): dtlab draws its own initial values (docs/models.md).
   Status Initializer(std::string_view key, std::string_view expected) const;
-  /// Ok if every key of the config is in `known` or holds null (a newer Keras's
-  /// option left at its default); else names the first other key.
-  Status OnlyKnownKeys(std::span<const std::string_view> known) const;
+  /// Ok if every key of the config is name, trainable, dtype, in `known` or `more`,
+  /// or holds null (a newer Keras's option left at its default); else names the
+  /// first other key.
+  Status OnlyKnownKeys(std::span<const std::string_view> known, std::span<const std::string_view> more = {}) const;
 
  private:
   const nlohmann::json* Find(std::string_view key) const;  // null if absent or null

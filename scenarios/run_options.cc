@@ -87,9 +87,8 @@ std::vector<RunOption> MakeTable() {
        .apply = [](V v, S s) { s.config.model = Text(v); return Ok(); },
        .read = [](R s) -> Read { return AsText(ModelAsFileName(s.config.model)); }},
       {.group = kData, .flag = "dropout-rng", .key = "run.dropout_rng", .type = kName, .default_text = "keyed",
-       .help = "Dropout's masks: keyed (by seed, step, layer and the example's place in the global batch: N "
-               "replicas equal one device) or per-replica (by replica and place in its batch, as TF's per-replica "
-               "generators: the run depends on the replica count)",
+       .help = "Dropout's masks: keyed (by example: N replicas equal one device) or per-replica (as TF: the run "
+               "depends on the replica count)",
        .apply = [](V v, S s) { return SetName(v, ParseDropoutRng, s.config.cluster.dropout_rng); },
        .read = [](R s) -> Read { return AsText(DropoutRngName(s.config.cluster.dropout_rng)); }},
       {.group = kData, .flag = "dataset", .file_key = "data.source", .type = kText, .default_text = "fashion-mnist",

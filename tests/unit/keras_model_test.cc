@@ -337,7 +337,9 @@ TEST(KerasModel, RefusesWhatIsNotASequentialKerasModel) {
   Json many = Json::parse(ReadText(Fixture("strided_cnn.json")));
   Json& layers = many["config"]["layers"];
   for (int i = 0; i < 300; ++i) {
-    Json relu = {{"class_name", "ReLU"}, {"config", {{"name", "r" + std::to_string(i)}}}};
+    std::string name = "r";  // appended: GCC 12 warns about "r" + std::string&& (-Wrestrict, a false positive)
+    name += std::to_string(i);
+    Json relu = {{"class_name", "ReLU"}, {"config", {{"name", name}}}};
     layers.insert(layers.end() - 1, relu);
   }
   ExpectRefused(many.dump(), {"the model has 309 layers; dtlab reads at most 256"});
