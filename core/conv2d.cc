@@ -56,6 +56,59 @@ void Col2Im(const T* grad_patches, std::int64_t kernel_height, std::int64_t kern
       }
 }
 
+// im2col for any strides and padding: row (b, oh, ow) of `patches` holds
+// x[b, rows.Input(oh, kh), columns.Input(ow, kw), c] for (kh, kw, c) in order, and +0
+// where that position is padding. With stride 1 and valid padding, Im2Col's matrix.
+template <typename T>
+void Im2ColWindows(const Tensor<T>& x, const WindowAxis& rows, const WindowAxis& columns, Tensor<T>& patches) {
+  const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2), channels = x.dim(3);
+  const std::int64_t patch = rows.window * columns.window * channels;
+  patches.Resize({batch * rows.out * columns.out, patch});
+  T* out = patches.data();
+  const T* in = x.data();
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t oh = 0; oh < rows.out; ++oh)
+      for (std::int64_t ow = 0; ow < columns.out; ++ow) {
+        T* row = out + ((b * rows.out + oh) * columns.out + ow) * patch;
+        for (std::int64_t kh = 0; kh < rows.window; ++kh) {
+          const std::int64_t ih = rows.Input(oh, kh);
+          for (std::int64_t kw = 0; kw < columns.window; ++kw, row += channels) {
+            const std::int64_t iw = columns.Input(ow, kw);
+            if (ih < 0 || ih >= height || iw < 0 || iw >= width)
+              std::fill(row, row + channels, T(0));
+            else
+              std::copy_n(in + ((b * height + ih) * width + iw) * channels, channels, row);
+          }
+        }
+      }
+}
+
+// col2im's adjoint of Im2ColWindows: dx = +0, then every patch row's gradient added
+// to the input positions it read, row by row (then kh, kw, c), padding left out.
+// An input element gets at most one term per row, so its sum runs over the rows in
+// ascending order: Col2Im's order where both apply.
+template <typename T>
+void Col2ImWindows(const T* grad_patches, const WindowAxis& rows, const WindowAxis& columns, Tensor<T>& dx) {
+  const std::int64_t batch = dx.dim(0), height = dx.dim(1), width = dx.dim(2), channels = dx.dim(3);
+  const std::int64_t patch = rows.window * columns.window * channels;
+  dx.SetZero();
+  T* grad_in = dx.data();
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t oh = 0; oh < rows.out; ++oh)
+      for (std::int64_t ow = 0; ow < columns.out; ++ow) {
+        const T* row = grad_patches + ((b * rows.out + oh) * columns.out + ow) * patch;
+        for (std::int64_t kh = 0; kh < rows.window; ++kh) {
+          const std::int64_t ih = rows.Input(oh, kh);
+          for (std::int64_t kw = 0; kw < columns.window; ++kw, row += channels) {
+            const std::int64_t iw = columns.Input(ow, kw);
+            if (ih < 0 || ih >= height || iw < 0 || iw >= width) continue;
+            T* dst = grad_in + ((b * height + ih) * width + iw) * channels;
+            for (std::int64_t c = 0; c < channels; ++c) dst[c] += row[c];
+          }
+        }
+      }
+}
+
 // The patch matrix read in place (core/ordered_gemm.h, SegmentedRows) rather than
 // built by im2col, where a kernel row's inputs (KW*C of them, contiguous in NHWC) are
 // many enough: the chains' k blocks are cut at every segment, which costs a store and
@@ -94,17 +147,30 @@ void ApplyReluGradient(const Tensor<T>& y, Tensor<T>& dy) {
 
 template <typename T>
 Conv2D<T>::Conv2D(std::string name, std::int64_t filters, std::int64_t kernel_height, std::int64_t kernel_width,
-                  Activation activation)
+                  Activation activation, Options options)
     : Layer<T>(std::move(name)),
       filters_(filters),
       kernel_height_(kernel_height),
       kernel_width_(kernel_width),
-      activation_(activation) {}
+      activation_(activation),
+      options_(options) {}
+
+template <typename T>
+WindowAxis Conv2D<T>::RowAxis(std::int64_t height) const {
+  return MakeWindowAxis(height, kernel_height_, options_.stride_height, options_.padding);
+}
+
+template <typename T>
+WindowAxis Conv2D<T>::ColumnAxis(std::int64_t width) const {
+  return MakeWindowAxis(width, kernel_width_, options_.stride_width, options_.padding);
+}
 
 template <typename T>
 Shape Conv2D<T>::OutputShape(const Shape& in) const {
-  if (in.size() != 3 || in[0] < kernel_height_ || in[1] < kernel_width_) return {};
-  return {in[0] - kernel_height_ + 1, in[1] - kernel_width_ + 1, filters_};
+  if (in.size() != 3) return {};
+  const std::int64_t out_h = RowAxis(in[0]).out, out_w = ColumnAxis(in[1]).out;
+  if (out_h <= 0 || out_w <= 0) return {};
+  return {out_h, out_w, filters_};
 }
 
 template <typename T>
@@ -112,19 +178,31 @@ std::vector<ParameterSpec> Conv2D<T>::Parameters(const Shape& in) const {
   const std::int64_t channels = in.size() == 3 ? in[2] : 0;
   const std::int64_t receptive = kernel_height_ * kernel_width_;
   return {
-      {"kernel", {kernel_height_, kernel_width_, channels, filters_}, true, receptive * channels, receptive * filters_},
-      {"bias", {filters_}, false, 0, 0},
+      {"kernel",
+       {kernel_height_, kernel_width_, channels, filters_},
+       true,
+       receptive * channels,
+       receptive * filters_,
+       options_.l2.kernel},
+      {"bias", {filters_}, false, 0, 0, options_.l2.bias},
   };
 }
 
 template <typename T>
 void Conv2D<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
                         LayerCache<T>& cache) const {
-  const std::int64_t batch = x.dim(0), height = x.dim(1), width = x.dim(2);
-  const std::int64_t out_h = height - kernel_height_ + 1, out_w = width - kernel_width_ + 1;
+  const std::int64_t batch = x.dim(0);
+  const WindowAxis row_axis = RowAxis(x.dim(1)), column_axis = ColumnAxis(x.dim(2));
+  const std::int64_t out_h = row_axis.out, out_w = column_axis.out;
   const std::int64_t rows = batch * out_h * out_w;
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   y.Resize({batch, out_h, out_w, filters_});
+  if (!unit_stride_valid()) {
+    Im2ColWindows(x, row_axis, column_axis, cache.buffer);
+    DenseForward(cache.buffer.data(), rows, patch, params[0]->data(), params[1]->data(), filters_, activation_,
+                 y.data());
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (ReadsPatchesInPlace(x, kernel_width_)) {
       PatchRows(x, kernel_height_, kernel_width_, cache.rows);
@@ -146,7 +224,7 @@ void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<
   const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
   if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
   bool in_place = false;  // the forward pass read the patch matrix in place
-  if constexpr (std::is_same_v<T, float>) in_place = ReadsPatchesInPlace(x, kernel_width_);
+  if constexpr (std::is_same_v<T, float>) in_place = unit_stride_valid() && ReadsPatchesInPlace(x, kernel_width_);
   // The patch matrix is the layer's A: each kernel element is one chain over every
   // output pixel of the batch. Read in place where the zero-skipping kernel takes it,
   // else built (im2col) as the forward pass would have.
@@ -188,7 +266,10 @@ void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<
   // d(patches) into the patch buffer (no longer needed), then col2im.
   if (in_place) cache.buffer.Resize({rows, patch});
   DenseInputGradient(dy.data(), rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
-  Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
+  if (unit_stride_valid())
+    Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
+  else
+    Col2ImWindows(cache.buffer.data(), RowAxis(x.dim(1)), ColumnAxis(x.dim(2)), *dx);
 }
 
 template <typename T>
@@ -204,7 +285,8 @@ void Conv2D<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Te
     if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
     // Per-example products read the patch matrix built (the forward pass may have
     // read it in place).
-    if (ReadsPatchesInPlace(x, kernel_width_)) Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
+    if (unit_stride_valid() && ReadsPatchesInPlace(x, kernel_width_))
+      Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
     const float* dz = dy.data();
     // Per example: dkernel_e = patches_e^T dz_e, one chain over the example's
     // positions per element; dbias_e = the sum of dz_e over positions, in order.
@@ -225,7 +307,10 @@ void Conv2D<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Te
     if (dx == nullptr) return;
     DenseInputGradient(dz, rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
     dx->Resize(x.shape());
-    Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
+    if (unit_stride_valid())
+      Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
+    else
+      Col2ImWindows(cache.buffer.data(), RowAxis(x.dim(1)), ColumnAxis(x.dim(2)), *dx);
   }
 }
 

@@ -7,8 +7,8 @@
 namespace dtlab {
 
 template <typename T>
-Dense<T>::Dense(std::string name, std::int64_t units, Activation activation)
-    : Layer<T>(std::move(name)), units_(units), activation_(activation) {}
+Dense<T>::Dense(std::string name, std::int64_t units, Activation activation, L2Factors l2)
+    : Layer<T>(std::move(name)), units_(units), activation_(activation), l2_(l2) {}
 
 template <typename T>
 Shape Dense<T>::OutputShape(const Shape& in) const {
@@ -19,7 +19,7 @@ Shape Dense<T>::OutputShape(const Shape& in) const {
 template <typename T>
 std::vector<ParameterSpec> Dense<T>::Parameters(const Shape& in) const {
   const std::int64_t inputs = in.size() == 1 ? in[0] : 0;
-  return {{"kernel", {inputs, units_}, true, inputs, units_}, {"bias", {units_}, false, 0, 0}};
+  return {{"kernel", {inputs, units_}, true, inputs, units_, l2_.kernel}, {"bias", {units_}, false, 0, 0, l2_.bias}};
 }
 
 template <typename T>

@@ -8,11 +8,12 @@ namespace dtlab {
 template <typename T>
 class Dense final : public Layer<T> {
  public:
-  Dense(std::string name, std::int64_t units, Activation activation);
+  Dense(std::string name, std::int64_t units, Activation activation, L2Factors l2 = {});
 
   std::string_view kind() const override { return "Dense"; }
   std::int64_t units() const { return units_; }
   Activation activation() const { return activation_; }
+  const L2Factors& l2() const { return l2_; }
   Shape OutputShape(const Shape& example_input) const override;
   std::vector<ParameterSpec> Parameters(const Shape& example_input) const override;
   void Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
@@ -26,6 +27,7 @@ class Dense final : public Layer<T> {
  private:
   std::int64_t units_;
   Activation activation_;
+  L2Factors l2_;
 };
 
 }  // namespace dtlab

@@ -26,22 +26,44 @@ namespace dtlab {
 struct ParameterSpec {
   std::string name;  // "kernel" or "bias" (the model prefixes the layer name)
   Shape shape;
-  bool is_kernel = false;                // kernels are glorot_uniform-initialised and L2-regularised
+  bool is_kernel = false;                // kernels are glorot_uniform-initialised, other parameters zeros
   std::int64_t fan_in = 0, fan_out = 0;  // Keras fan computation, for glorot_uniform
+  double l2 = 0;                         // Keras L2(l2) regularizer: l2 * sum(w^2) joins the loss (0: none)
+};
+
+/// The Keras L2 regularizer factors of a layer's kernel and bias (0: none).
+struct L2Factors {
+  double kernel = 0, bias = 0;
 };
 
 /// Activation applied inside Conv2D and Dense, as Keras' `activation=` argument.
 enum class Activation { kLinear, kRelu };
 
+/// What a forward pass knows about the examples it runs on, beyond their values:
+/// only layers that draw random numbers (Dropout, core/dropout.h) read it. The
+/// runner fills it per chunk (sim/compute/batch_runner.h); Sequential hands it to
+/// every layer through its cache. The default is inference (no training step).
+struct ForwardContext {
+  bool training = false;   // a training step: Dropout drops; otherwise it is the identity
+  std::uint64_t seed = 0;  // the run's seed
+  std::int64_t step = 0;   // the optimizer step
+  /// One per example of the batch: the stream its random numbers come from (the
+  /// example's position in the step's global batch, or its replica and position
+  /// there: core/dropout.h). Null, or fewer than the batch: the row index.
+  std::span<const std::uint64_t> example_streams;
+};
+
 /// What a layer's forward pass keeps for its backward pass (per chunk of examples).
 template <typename T>
 struct LayerCache {
-  Tensor<T> buffer;                   // e.g. the im2col patch matrix of a convolution
-  std::vector<const T*> rows;         // e.g. where each patch starts (the patch matrix read in place)
-  std::vector<T*> mutable_rows;       // the same in the input gradient
-  std::vector<std::int32_t> indices;  // e.g. the argmax positions of a max pooling
-  Tensor<T> transposed;               // a transposed kernel for the input gradient
-  Tensor<T> abs_input, abs_gradient;  // |A| and |dz|, for the gradient magnitudes (the reference check)
+  const ForwardContext* context = nullptr;  // set by Sequential::Forward; null: inference
+  std::size_t layer = 0;                    // the layer's index in its model (set by Sequential::Forward)
+  Tensor<T> buffer;                         // e.g. the im2col patch matrix of a convolution
+  std::vector<const T*> rows;               // e.g. where each patch starts (the patch matrix read in place)
+  std::vector<T*> mutable_rows;             // the same in the input gradient
+  std::vector<std::int32_t> indices;        // e.g. the argmax positions of a max pooling
+  Tensor<T> transposed;                     // a transposed kernel for the input gradient
+  Tensor<T> abs_input, abs_gradient;        // |A| and |dz|, for the gradient magnitudes (the reference check)
 };
 
 /// Exact mode (docs/exact.md): what one chunk of examples contributes to one

@@ -3,23 +3,24 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/conv2d.h"
-#include "core/dense.h"
-#include "core/pooling.h"
-#include "core/reshape.h"
 #include "core/rng.h"
 
 namespace dtlab {
 
 template <typename T>
 Sequential<T>::Sequential(std::string name, Shape example_shape, std::vector<std::unique_ptr<Layer<T>>> layers,
-                          double l2)
-    : name_(std::move(name)), example_shape_(std::move(example_shape)), layers_(std::move(layers)), l2_(l2) {
+                          FinalSoftmax final_softmax)
+    : name_(std::move(name)),
+      example_shape_(std::move(example_shape)),
+      layers_(std::move(layers)),
+      softmax_output_(final_softmax == FinalSoftmax::kAppliedByLoss) {
   Shape shape = example_shape_;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     first_parameter_.push_back(parameters_.size());
-    for (auto& spec : layers_[l]->Parameters(shape))
+    for (auto& spec : layers_[l]->Parameters(shape)) {
+      regularized_ |= spec.l2 != 0.0;
       parameters_.push_back({layers_[l]->name() + "/" + spec.name, spec, l});
+    }
     shape = layers_[l]->OutputShape(shape);
     layer_output_shapes_.push_back(shape);
   }
@@ -42,12 +43,14 @@ std::string Sequential<T>::Summary() const {
     std::int64_t count = 0;
     for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p)
       count += NumElements(parameters_[p].spec.shape);
+    // Columns of 32 and 18 characters, and at least one space after a longer cell.
     std::string label = layers_[l]->name() + " (" + std::string(layers_[l]->kind()) + ")";
-    label.resize(std::max<std::size_t>(label.size(), 32), ' ');
+    label.resize(std::max<std::size_t>(label.size() + 1, 32), ' ');
     std::string shape = ShapeToString(layer_output_shapes_[l]);
-    shape.resize(std::max<std::size_t>(shape.size(), 18), ' ');
+    shape.resize(std::max<std::size_t>(shape.size() + 1, 18), ' ');
     out << "  " << label << shape << count << "\n";
   }
+  if (softmax_output_) out << "  (softmax)                       applied by the loss, as Keras does\n";
   out << "  Total params: " << num_parameter_values() << "\n";
   return out.str();
 }
@@ -86,22 +89,22 @@ ParameterList<T> Sequential<T>::ZeroParameters() const {
 template <typename T>
 T Sequential<T>::RegularizationLoss(const ParameterList<T>& params) const {
   T total = 0;
-  if (l2_ == 0.0) return total;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    if (!parameters_[i].spec.is_kernel) continue;
+    const double l2 = parameters_[i].spec.l2;
+    if (l2 == 0.0) continue;
     T squares = 0;
     for (const T w : params[i].span()) squares += w * w;
-    total += static_cast<T>(l2_) * squares;
+    total += static_cast<T>(l2) * squares;
   }
   return total;
 }
 
 template <typename T>
 void Sequential<T>::AddRegularizationGradient(const ParameterList<T>& params, T scale, ParameterList<T>& grads) const {
-  if (l2_ == 0.0) return;
-  const T coefficient = scale * static_cast<T>(l2_);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    if (!parameters_[i].spec.is_kernel) continue;
+    const double l2 = parameters_[i].spec.l2;
+    if (l2 == 0.0) continue;
+    const T coefficient = scale * static_cast<T>(l2);
     const T* w = params[i].data();
     T* g = grads[i].data();
     for (std::int64_t k = 0; k < params[i].size(); ++k) g[k] += coefficient * (w[k] * T(2));
@@ -120,6 +123,8 @@ const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Te
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     layer_params.clear();
     for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) layer_params.push_back(&params[p]);
+    ws.caches[l].context = &ws.context;
+    ws.caches[l].layer = l;
     layers_[l]->Forward(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
   }
   return ws.activations.back();
@@ -168,62 +173,7 @@ void Sequential<T>::BackwardExact(const ParameterList<T>& params, Tensor<T>& dlo
   }
 }
 
-std::vector<ModelInfo> ListModels() {
-  return {
-      {"seed-cnn",
-       "Conv2D 32 3x3 relu, MaxPool, Conv2D 64 3x3 relu, MaxPool, Flatten, Dense 64 relu, Dense 10; L2 1e-5 "
-       "(the tf.distribute custom-training tutorial's model)"},
-      {"mnist-cnn",
-       "Reshape 28x28x1, Conv2D 32 3x3 relu, Flatten, Dense 128 relu, Dense 10; L2 1e-5 "
-       "(the multi-worker tutorial's model)"},
-      {"linear", "Flatten, Dense 10: softmax regression, small enough to follow by hand"},
-  };
-}
-
-template <typename T>
-StatusOr<std::unique_ptr<Sequential<T>>> MakeModel(std::string_view name, const Shape& image_shape, int num_classes) {
-  std::vector<std::unique_ptr<Layer<T>>> layers;
-  Shape example_shape = image_shape;
-  double l2 = 1e-5;
-  const auto relu = Activation::kRelu, linear = Activation::kLinear;
-  if (name == "seed-cnn") {
-    layers.push_back(std::make_unique<Conv2D<T>>("conv2d", 32, 3, 3, relu));
-    layers.push_back(std::make_unique<MaxPooling2D<T>>("max_pooling2d"));
-    layers.push_back(std::make_unique<Conv2D<T>>("conv2d_1", 64, 3, 3, relu));
-    layers.push_back(std::make_unique<MaxPooling2D<T>>("max_pooling2d_1"));
-    layers.push_back(std::make_unique<Reshape<T>>("flatten", Shape{}));
-    layers.push_back(std::make_unique<Dense<T>>("dense", 64, relu));
-    layers.push_back(std::make_unique<Dense<T>>("dense_1", num_classes, linear));
-  } else if (name == "mnist-cnn") {
-    // The multi-worker tutorial feeds 28x28 images and reshapes them to 28x28x1.
-    if (image_shape.size() == 3 && image_shape[2] == 1) example_shape = {image_shape[0], image_shape[1]};
-    layers.push_back(std::make_unique<Reshape<T>>("reshape", image_shape));
-    layers.push_back(std::make_unique<Conv2D<T>>("conv2d", 32, 3, 3, relu));
-    layers.push_back(std::make_unique<Reshape<T>>("flatten", Shape{}));
-    layers.push_back(std::make_unique<Dense<T>>("dense", 128, relu));
-    layers.push_back(std::make_unique<Dense<T>>("dense_1", num_classes, linear));
-  } else if (name == "linear") {
-    l2 = 0.0;
-    layers.push_back(std::make_unique<Reshape<T>>("flatten", Shape{}));
-    layers.push_back(std::make_unique<Dense<T>>("dense", num_classes, linear));
-  } else {
-    std::string names;
-    for (const auto& m : ListModels()) names += (names.empty() ? "" : ", ") + m.name;
-    return Status::NotFound("unknown model '" + std::string(name) + "' (available: " + names + ")");
-  }
-  Shape shape = example_shape;
-  for (const auto& layer : layers) {
-    shape = layer->OutputShape(shape);
-    if (shape.empty())
-      return Status::InvalidArgument("model '" + std::string(name) + "' does not fit input images of shape " +
-                                     ShapeToString(image_shape) + " (layer " + layer->name() + ")");
-  }
-  return std::make_unique<Sequential<T>>(std::string(name), example_shape, std::move(layers), l2);
-}
-
 template class Sequential<float>;
 template class Sequential<double>;
-template StatusOr<std::unique_ptr<Sequential<float>>> MakeModel<float>(std::string_view, const Shape&, int);
-template StatusOr<std::unique_ptr<Sequential<double>>> MakeModel<double>(std::string_view, const Shape&, int);
 
 }  // namespace dtlab

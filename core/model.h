@@ -28,6 +28,10 @@ struct ModelParameter {
   std::size_t layer;  // index of the owning layer
 };
 
+/// Whether a model as written ends in a softmax that the loss applies (a strong
+/// type, so that no number converts to it by mistake).
+enum class FinalSoftmax { kNone, kAppliedByLoss };
+
 template <typename T>
 class Sequential {
  public:
@@ -35,18 +39,30 @@ class Sequential {
   struct Workspace {
     std::vector<Tensor<T>> activations;  // activations[0] = input, [i+1] = layer i output
     std::vector<LayerCache<T>> caches;
-    Tensor<T> gradient_a, gradient_b;  // ping-pong buffers for the backward pass
+    Tensor<T> gradient_a, gradient_b;            // ping-pong buffers for the backward pass
+    ForwardContext context;                      // the chunk's step and examples (the runner's to fill)
+    std::vector<std::uint64_t> example_streams;  // storage the context's example_streams may view
   };
 
-  /// `example_shape` is one input example's shape; `l2` the kernel regularizer
-  /// factor (Keras L2(l2): l2 * sum(w^2) per kernel). REQUIRES: the layers fit
-  /// together (use MakeModel, which checks).
-  Sequential(std::string name, Shape example_shape, std::vector<std::unique_ptr<Layer<T>>> layers, double l2);
+  /// `example_shape` is one input example's shape. Each parameter's L2 regularizer
+  /// factor is its layer's (ParameterSpec::l2). kAppliedByLoss: the model as
+  /// written ends in a softmax that is not among `layers`: the loss applies it
+  /// (docs/models.md, "A final softmax"); Forward's result is the logits either way.
+  /// REQUIRES: the layers fit together (use MakeModel, which checks).
+  Sequential(std::string name, Shape example_shape, std::vector<std::unique_ptr<Layer<T>>> layers,
+             FinalSoftmax final_softmax = FinalSoftmax::kNone);
 
   const std::string& name() const { return name_; }
   const Shape& example_shape() const { return example_shape_; }
   std::int64_t num_classes() const { return num_classes_; }
-  double l2() const { return l2_; }
+  /// True if any parameter has an L2 regularizer (the model has `losses`).
+  bool regularized() const { return regularized_; }
+  bool softmax_output() const { return softmax_output_; }
+  /// The description a model read from a file was built from, in dtlab's canonical
+  /// Keras JSON (core/keras_model.h), which checkpoints record; empty for the
+  /// built-in models, which their name identifies.
+  const std::string& description_json() const { return description_json_; }
+  void set_description_json(std::string json) { description_json_ = std::move(json); }
   const std::vector<std::unique_ptr<Layer<T>>>& layers() const { return layers_; }
   const std::vector<ModelParameter>& parameters() const { return parameters_; }
   std::int64_t num_parameter_values() const;
@@ -62,14 +78,16 @@ class Sequential {
   /// Zero tensors shaped like the parameters (gradient buffers).
   ParameterList<T> ZeroParameters() const;
 
-  /// Sum over kernels of l2 * sum(w^2), the model's `losses`.
+  /// Sum over the regularized parameters, in parameter order, of l2 * sum(w^2): the
+  /// model's `losses`.
   T RegularizationLoss(const ParameterList<T>& params) const;
-  /// grads[k] += (scale * l2) * (2 * w_k) for every kernel, as TF differentiates
-  /// scale * l2 * sum(w^2).
+  /// grads[k] += (scale * l2) * (2 * w_k) for every element of every regularized
+  /// parameter (its own l2), as TF differentiates scale * l2 * sum(w^2).
   void AddRegularizationGradient(const ParameterList<T>& params, T scale, ParameterList<T>& grads) const;
 
   /// Forward pass of a batch x [B, example_shape...]; returns the logits [B, classes]
-  /// (stored in the workspace). In float the same for fast and exact mode: fixed-order
+  /// (stored in the workspace). ws.context says whether it is a training step (see
+  /// ForwardContext); only Dropout reads it. In float the same for fast and exact mode: fixed-order
   /// chains, so an example's logits do not depend on its batch or the machine.
   const Tensor<T>& Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const;
   /// Backward pass after Forward: given dL/dlogits (used as scratch), overwrites
@@ -87,7 +105,9 @@ class Sequential {
   std::string name_;
   Shape example_shape_;
   std::vector<std::unique_ptr<Layer<T>>> layers_;
-  double l2_;
+  bool softmax_output_ = false;
+  bool regularized_ = false;
+  std::string description_json_;
   std::int64_t num_classes_ = 0;
   std::vector<ModelParameter> parameters_;
   std::vector<std::size_t> first_parameter_;  // per layer, index into parameters_
@@ -101,9 +121,17 @@ struct ModelInfo {
 };
 std::vector<ModelInfo> ListModels();
 
-/// Builds a built-in model ("seed-cnn", "mnist-cnn", "linear") for examples of
-/// `image_shape` {H, W, C} and `num_classes` classes. NotFound for an unknown name
-/// (the message lists the models); InvalidArgument if the image is too small.
+/// True if `--model`'s value names a file rather than a built-in model: it holds a
+/// '/' or ends in ".json".
+bool IsModelFile(std::string_view name_or_file);
+
+/// Builds a model for examples of `image_shape` {H, W, C} and `num_classes`
+/// classes: a built-in model ("seed-cnn", "mnist-cnn", "linear"; its input and its
+/// last Dense follow the data), or a Keras model.to_json() file (IsModelFile;
+/// core/keras_model.h), whose input must hold the data's examples. NotFound for an
+/// unknown name (the message lists the models); InvalidArgument for a file dtlab
+/// cannot read or does not support (the message names the layer) and if the image
+/// is too small. Defined in core/model_catalog.cc.
 template <typename T>
 StatusOr<std::unique_ptr<Sequential<T>>> MakeModel(std::string_view name, const Shape& image_shape, int num_classes);
 

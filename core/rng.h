@@ -21,6 +21,8 @@ enum class RngPurpose : std::uint32_t {
   kTest = 3,        // tests and property checks
   kSynthetic = 4,   // synthetic data sets
   kStraggler = 5,   // simulated step-time jitter; index: worker << 44 | epoch << 24 | batch
+  kDropout = 6,     // Dropout masks; key: DropoutStreamKey, index: the example's stream (core/dropout.h)
+  kDropoutKey = 7,  // the key of one layer's masks at one step (core/dropout.h)
 };
 
 /// One Philox4x32-10 block: 128 random bits from a 128-bit counter and 64-bit key.

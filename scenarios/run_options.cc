@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "core/checked_number.h"
+#include "core/dropout.h"
+#include "core/model.h"
 #include "sim/comm/all_reduce_registry.h"
 #include "sim/comm/collectives.h"
 #include "sim/input/distributed_input.h"
@@ -60,6 +62,14 @@ std::string DatasetAsFileSource(const std::string& dataset) {
   return error ? dataset : absolute.lexically_normal().string();
 }
 
+// --model's file as a scenario file's model.name: absolute, for the same reason.
+std::string ModelAsFileName(const std::string& model) {
+  if (!IsModelFile(model)) return model;
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(model, error);
+  return error ? model : absolute.lexically_normal().string();
+}
+
 // Each entry names only the fields it sets; the others keep RunOption's defaults.
 // The table keeps its own layout: one option, a few lines, each field where a
 // reader looks for it.
@@ -73,9 +83,15 @@ std::vector<RunOption> MakeTable() {
   static const std::string kAllReduceHelp = AllReduceAlgorithmNames(" or ");
   return {
       {.group = kData, .flag = "model", .key = "model.name", .type = kText, .default_text = "seed-cnn",
-       .help = "seed-cnn, mnist-cnn or linear",
+       .help = "seed-cnn, mnist-cnn or linear, or a file of Keras's model.to_json() (a value with a '/' or "
+               "ending in .json; docs/models.md)",
        .apply = [](V v, S s) { s.config.model = Text(v); return Ok(); },
-       .read = [](R s) -> Read { return AsText(s.config.model); }},
+       .read = [](R s) -> Read { return AsText(ModelAsFileName(s.config.model)); }},
+      {.group = kData, .flag = "dropout-rng", .key = "run.dropout_rng", .type = kName, .default_text = "keyed",
+       .help = "Dropout's masks: keyed (by example: N replicas equal one device) or per-replica (as TF: the run "
+               "depends on the replica count)",
+       .apply = [](V v, S s) { return SetName(v, ParseDropoutRng, s.config.cluster.dropout_rng); },
+       .read = [](R s) -> Read { return AsText(DropoutRngName(s.config.cluster.dropout_rng)); }},
       {.group = kData, .flag = "dataset", .file_key = "data.source", .type = kText, .default_text = "fashion-mnist",
        .help = "fashion-mnist, mnist, or a directory holding the four IDX files",
        .apply = [](V v, S s) { s.config.dataset = Text(v); return Ok(); },
@@ -387,7 +403,8 @@ const std::vector<RunOptionSection>& RunOptionSections() {
       {"loss", {"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"}},
       {"optimizer", {"name", "learning_rate", "momentum", "accumulation_steps", "accumulation"}},
       {"run",
-       {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout"}},
+       {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout",
+        "dropout_rng"}},
   };
   return kSections;
 }

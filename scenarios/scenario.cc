@@ -92,6 +92,11 @@ void ReadRun(const toml::table& root, const std::string& path, ScenarioRun& run,
       source = (std::filesystem::path(path).parent_path() / source).string();
     if (section.name != "model") continue;
     if (!r.Has("name")) r.FailHere("[model] needs name");
+    if (IsModelFile(c.model)) {  // a Keras model file, relative to the scenario file
+      if (!c.model.empty() && c.model[0] != '/')
+        c.model = (std::filesystem::path(path).parent_path() / c.model).string();
+      continue;
+    }
     const auto models = ListModels();
     const bool known = std::any_of(models.begin(), models.end(), [&](const auto& m) { return m.name == c.model; });
     if (r.ok() && !known)

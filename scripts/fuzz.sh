@@ -10,7 +10,8 @@ seconds=${1:-60}
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
 mkdir -p build/fuzz/artifacts
-for target in idx_fuzz safetensors_fuzz checkpoint_pointer_fuzz scenario_fuzz lesson_fuzz tf_config_fuzz options_fuzz; do
+for target in idx_fuzz safetensors_fuzz checkpoint_pointer_fuzz keras_model_fuzz scenario_fuzz lesson_fuzz tf_config_fuzz \
+  options_fuzz; do
   name=${target%_fuzz}
   # Work on a copy: new inputs found in CI are not written into the source tree.
   work=build/fuzz/corpus/$name

@@ -31,8 +31,8 @@ const Sequential<float>& CheckModel() {
   static const auto* model = [] {
     std::vector<std::unique_ptr<Layer<float>>> layers;
     layers.push_back(std::make_unique<Reshape<float>>("flatten", Shape{}));
-    layers.push_back(std::make_unique<Dense<float>>("dense", 3, Activation::kLinear));
-    return new Sequential<float>("check-softmax", {3, 3, 1}, std::move(layers), 0.01);
+    layers.push_back(std::make_unique<Dense<float>>("dense", 3, Activation::kLinear, L2Factors{0.01, 0}));
+    return new Sequential<float>("check-softmax", {3, 3, 1}, std::move(layers));
   }();
   return *model;
 }

@@ -57,6 +57,21 @@ void BatchRunner::LoadChunk(const Tensor<float>& images, std::span<const std::in
     std::copy(coefficients.begin() + begin, coefficients.begin() + begin + count, scratch.chunk_coefficients.begin());
 }
 
+void BatchRunner::SetForwardContext(bool training, std::size_t segment, std::int64_t segment_begin, std::int64_t begin,
+                                    std::int64_t count, ThreadScratch& scratch) const {
+  Sequential<float>::Workspace& ws = scratch.workspace;
+  ws.context.training = training;
+  ws.context.seed = dropout_step_.seed;
+  ws.context.step = dropout_step_.step;
+  ws.example_streams.resize(static_cast<std::size_t>(chunk_size_));
+  const auto replica = static_cast<std::int32_t>(dropout_step_.first_replica + static_cast<std::int64_t>(segment));
+  for (std::int64_t i = 0; i < chunk_size_; ++i)  // padding rows get streams no example has
+    ws.example_streams[static_cast<std::size_t>(i)] =
+        i < count ? DropoutStream(dropout_step_.rng, begin + i, replica, begin + i - segment_begin)
+                  : ~static_cast<std::uint64_t>(i);
+  ws.context.example_streams = ws.example_streams;
+}
+
 ParameterList<float>& BatchRunner::ChunkBuffer(std::vector<ParameterList<float>>& pool, std::size_t slot) {
   while (pool.size() <= slot) pool.push_back(model_.ZeroParameters());
   return pool[slot];
@@ -100,6 +115,7 @@ void BatchRunner::Run(const Tensor<float>& images, std::span<const std::int32_t>
           const auto first = static_cast<std::size_t>(task.begin), n = static_cast<std::size_t>(task.count);
           LoadChunk(images, labels, seg.grads ? coefficients : std::span<const float>(), task.begin, task.count,
                     scratch);
+          SetForwardContext(seg.grads != nullptr, task.segment, seg.begin, task.begin, task.count, scratch);
           const Tensor<float>& logits = model_.Forward(*seg.params, scratch.chunk_images, scratch.workspace);
           ArgmaxRows(logits, scratch.chunk_predictions);
           if (!seg.grads) {
@@ -312,6 +328,7 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
           const bool backward = !seg.grad_words.empty();
           LoadChunk(images, labels, backward ? coefficients : std::span<const float>(), chunk.begin, chunk.count,
                     scratch);
+          SetForwardContext(backward, chunk.segment, seg.begin, chunk.begin, chunk.count, scratch);
           const Tensor<float>& logits = model_.Forward(*seg.params, scratch.chunk_images, scratch.workspace);
           ArgmaxRows(logits, scratch.chunk_predictions);
           SparseCategoricalCrossentropyFromLogits<float>(logits, scratch.chunk_labels, scratch.chunk_losses,
@@ -381,12 +398,12 @@ void RoundWords(std::span<const std::int64_t> words, std::span<float> out) {
 
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words) {
-  if (model.l2() == 0.0) return;
-  const float coefficient = scale * static_cast<float>(model.l2());
   std::int64_t offset = 0;
   for (std::size_t p = 0; p < weights.size(); ++p) {
     const std::int64_t size = weights[p].size();
-    if (model.parameters()[p].spec.is_kernel) {
+    const double l2 = model.parameters()[p].spec.l2;
+    if (l2 != 0.0) {
+      const float coefficient = scale * static_cast<float>(l2);
       const float* w = weights[p].data();
       std::int64_t* first = words.data() + offset * kExactWords;
       tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, size, 8192),

@@ -21,6 +21,7 @@
 
 #include <tbb/enumerable_thread_specific.h>
 
+#include "core/dropout.h"
 #include "core/exact_sum.h"
 #include "core/model.h"
 
@@ -46,8 +47,20 @@ struct ExactSegment {
   std::span<std::int64_t> grad_words;
 };
 
+/// What a training step's Dropout layers key their masks by (core/dropout.h): the
+/// run's seed, the step, and the rule that gives each example its stream. A step's
+/// forward passes with gradients are training passes; the others (evaluation) are
+/// inference, where Dropout is the identity.
+struct DropoutStep {
+  std::uint64_t seed = 0;
+  std::int64_t step = 0;
+  DropoutRng rng = DropoutRng::kKeyed;
+  std::int32_t first_replica = 0;  // kPerReplica: segment s is replica first_replica + s
+};
+
 /// Exact mode: adds the regularization gradient terms, scale * l2 * (2 * w) per
-/// kernel element computed in float as Sequential::AddRegularizationGradient does,
+/// element of every regularized parameter (its own l2), computed in float as
+/// Sequential::AddRegularizationGradient does,
 /// to gradient words laid out as ExactSegment::grad_words.
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words);
@@ -102,6 +115,9 @@ class BatchRunner {
                       std::vector<std::int64_t>& words, ParameterList<float>& grads);
 
   std::int64_t chunk_size() const { return chunk_size_; }
+  /// The step the next Run or RunExact is (for Dropout's masks); the images' rows
+  /// are the step's global batch, so an example's position there is its stream.
+  void set_dropout_step(const DropoutStep& step) { dropout_step_ = step; }
 
  private:
   struct ThreadScratch {
@@ -136,9 +152,14 @@ class BatchRunner {
   // Copies chunk `task` of the batch into the scratch's fixed-shape (zero-padded) buffers.
   void LoadChunk(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
                  std::int64_t begin, std::int64_t count, ThreadScratch& scratch) const;
+  // The chunk's ForwardContext: a training pass or not, and each example's stream
+  // (its segment is replica first_replica + segment, starting at segment_begin).
+  void SetForwardContext(bool training, std::size_t segment, std::int64_t segment_begin, std::int64_t begin,
+                         std::int64_t count, ThreadScratch& scratch) const;
 
   const Sequential<float>& model_;
   std::int64_t chunk_size_;
+  DropoutStep dropout_step_;
   tbb::enumerable_thread_specific<ThreadScratch> scratch_;
   tbb::enumerable_thread_specific<SumScratch> scratch_sums_;
   std::vector<ParameterList<float>> chunk_grads_, chunk_magnitudes_;  // [slot][parameter]

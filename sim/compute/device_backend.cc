@@ -34,8 +34,13 @@ StatusOr<DevicePlan> MakeDevicePlan(const Sequential<float>& model) {
     dims(shape, d.in_h, d.in_w, d.in_c);
     const Shape out = layer->OutputShape(shape);
     dims(out, d.out_h, d.out_w, d.out_c);
+    const std::string unsupported = "layer " + layer->name() + " (" + std::string(layer->kind()) + ") ";
     if (const auto* conv = dynamic_cast<const Conv2D<float>*>(layer.get())) {
       if (shape.size() != 3) return Status::InvalidArgument("layer " + layer->name() + ": Conv2D needs HWC inputs");
+      if (!conv->unit_stride_valid())
+        return Status::InvalidArgument(unsupported +
+                                       "has strides or same padding, which the device kernels do not run (they run "
+                                       "Conv2D with stride 1 and valid padding); use --backend cpu");
       d.kind = DeviceLayer::Kind::kConv;
       d.kernel_h = conv->kernel_height(), d.kernel_w = conv->kernel_width();
       d.relu = conv->activation() == Activation::kRelu;
@@ -43,14 +48,18 @@ StatusOr<DevicePlan> MakeDevicePlan(const Sequential<float>& model) {
       d.kind = DeviceLayer::Kind::kDense;
       d.in_h = d.in_w = 1, d.in_c = NumElements(shape);
       d.relu = dense->activation() == Activation::kRelu;
-    } else if (dynamic_cast<const MaxPooling2D<float>*>(layer.get())) {
+    } else if (const auto* pool = dynamic_cast<const MaxPooling2D<float>*>(layer.get())) {
+      if (!pool->options().IsDefault())
+        return Status::InvalidArgument(unsupported +
+                                       "pools other than 2x2 windows with stride 2 and valid padding, which the "
+                                       "device kernels do not run; use --backend cpu");
       d.kind = DeviceLayer::Kind::kPool;
     } else if (dynamic_cast<const Reshape<float>*>(layer.get())) {
       d.kind = DeviceLayer::Kind::kReshape;
     } else {
-      return Status::InvalidArgument("layer " + layer->name() + " (" + std::string(layer->kind()) +
-                                     ") has no device kernel; the device backends run Conv2D, MaxPooling2D, "
-                                     "Flatten, Reshape and Dense");
+      return Status::InvalidArgument(unsupported +
+                                     "has no device kernel; the device backends run Conv2D, MaxPooling2D, "
+                                     "Flatten, Reshape and Dense (use --backend cpu)");
     }
     d.parameter = parameter;
     parameter += layer->Parameters(shape).size();

@@ -24,6 +24,7 @@ class CpuCompute final : public ComputeBackend {
  public:
   explicit CpuCompute(BatchRunner& runner) : runner_(runner) {}
   std::string Description() const override { return "cpu"; }
+  void SetDropoutStep(const DropoutStep& step) override { runner_.set_dropout_step(step); }
   Status Run(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
              std::span<float> per_example_loss, std::span<std::int32_t> predictions,
              std::span<const BatchSegment> segments) override {
@@ -340,6 +341,7 @@ ReferenceStep::Distributed Cluster::ReferenceInput(const StepResult& result, std
   distributed.global_batch_size = global_batch_size;
   distributed.step = step;
   distributed.device_backend = compute_ != nullptr;
+  distributed.dropout = {config_.dropout_seed, step, config_.dropout_rng, 0};
   return distributed;
 }
 
@@ -374,6 +376,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const std::
   ComputeBackend& base = compute_ != nullptr ? *compute_ : *cpu_;
   const std::unique_ptr<ComputeBackend> faulty = faults_ != nullptr ? faults_->WrapCompute(base, first, step) : nullptr;
   ComputeBackend& compute = faulty != nullptr ? *faulty : base;
+  compute.SetDropoutStep({config_.dropout_seed, step, config_.dropout_rng, first});
   std::vector<std::conditional_t<kExact, ExactSegment, BatchSegment>> segments;
   for (std::int32_t r = first; r < end; ++r) {
     const auto k = static_cast<std::size_t>(r);

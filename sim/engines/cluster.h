@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/dropout.h"
 #include "core/loss.h"
 #include "core/metrics.h"
 #include "core/mnist.h"
@@ -57,6 +58,10 @@ struct ClusterConfig : LossCode {
   MathMode math = MathMode::kFast;
   /// --accumulation-steps and --accumulation (sim/engines/accumulation.h).
   GradientAccumulation accumulation;
+  // Dropout's masks (core/dropout.h): keyed by example (the default) or per replica,
+  // under the run's seed (Train sets it from TrainConfig::seed).
+  DropoutRng dropout_rng = DropoutRng::kKeyed;
+  std::uint64_t dropout_seed = 0;
   // Fault injection (sim/comm/faults.h) and detection.
   std::vector<FaultSpec> faults;
   double collective_timeout_seconds = 60;  // how long a collective waits for a replica (simulated)

@@ -119,6 +119,7 @@ class FaultInjector::Compute final : public ComputeBackend {
   Compute(FaultInjector& faults, ComputeBackend& base, std::int32_t first, std::int64_t step)
       : faults_(faults), base_(base), first_(first), step_(step) {}
   std::string Description() const override { return base_.Description(); }
+  void SetDropoutStep(const DropoutStep& step) override { base_.SetDropoutStep(step); }
 
   Status Run(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
              std::span<float> per_example_loss, std::span<std::int32_t> predictions,

@@ -126,7 +126,9 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
     WorkerState& s = state[w];
     clock_ = s.finish;
 
-    // The worker's gradient on its batch with the variables it pulled.
+    // The worker's gradient on its batch with the variables it pulled. Dropout's
+    // masks: the update this gradient becomes, the worker's own streams.
+    runner_.set_dropout_step({options_.seed, version_ + 1, DropoutRng::kPerReplica, static_cast<std::int32_t>(w)});
     const float loss = WorkerGradient(data, per_worker_batches[w][s.next], s.pulled, grads);
     const auto b = static_cast<std::int64_t>(labels_.size());
     worker_accuracy_[w].UpdateState(labels_, predictions_);
@@ -354,6 +356,9 @@ Status ParameterServerCluster::RunWorker(const ImageDataset& data,
       for (const std::size_t i : server_variables_[static_cast<std::size_t>(p)]) in.GetAll(variables_[i].span());
       if (!in.ok()) return Short("variables message", message.from);
     }
+    // Dropout's masks: the version pulled, this worker's own streams.
+    runner_.set_dropout_step(
+        {options_.seed, pulled_versions.empty() ? 0 : pulled_versions[0] + 1, DropoutRng::kPerReplica, group_->rank()});
     const float loss = WorkerGradient(data, batch, variables_, grads);
     // Push each shard's gradient; its server applies it on arrival.
     for (std::int32_t p = 0; p < servers; ++p) {

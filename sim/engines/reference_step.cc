@@ -18,8 +18,28 @@ double L2Norm(std::span<const float> values) {
 ReferenceStep::ReferenceStep(const Sequential<float>& model, std::int64_t chunk_size)
     : model_(model), runner_(model, chunk_size) {}
 
+std::string ReferenceStep::DropoutCause(const Distributed& step) const {
+  if (step.dropout.rng != DropoutRng::kPerReplica || step.batch_sizes.size() < 2) return "";
+  std::string layers;
+  for (const auto& layer : model_.layers())
+    if (layer->kind() == "Dropout") layers += (layers.empty() ? "" : ", ") + layer->name();
+  if (layers.empty()) return "";
+  return "Dropout (" + layers +
+         ") draws its masks per replica (--dropout-rng per-replica, as TensorFlow's per-replica generators do), so "
+         "an example's mask depends on the replica it lands on and the step on the replica count; --dropout-rng "
+         "keyed keys each mask by the example and equals one device";
+}
+
 StepCheck ReferenceStep::Check(const LossCode& loss, MathMode math, const Distributed& step) {
+  DropoutStep dropout = step.dropout;
+  dropout.step = step.step;
+  dropout.first_replica = 0;  // one device: replica 0 holds the whole batch
+  runner_.set_dropout_step(dropout);
   StepCheck check = math == MathMode::kExact ? CheckExact(loss, math, step) : CheckFast(loss, step);
+  if (!check.within_bound) {
+    const std::string cause = DropoutCause(step);
+    if (!cause.empty()) check.explanation = cause;  // the other symptoms (per-example losses differ) follow from it
+  }
   check.distributed_norm = L2Norm(step.reduced_gradient);
   double squares = 0;
   for (const auto& variable : grads_) squares += std::pow(L2Norm(variable.span()), 2);
@@ -90,9 +110,9 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     const double additions = static_cast<double>(distributed_rows * terms + distributed_chunks + n + 4 +
                                                  reference_rows * terms + reference_chunks + 4 + accumulated);
     magnitudes.assign(magnitudes_[p].data(), magnitudes_[p].data() + size);
-    if (model_.parameters()[p].spec.is_kernel)  // the regularization term 2*l2*|w|
+    if (const double l2 = model_.parameters()[p].spec.l2; l2 != 0.0)  // the regularization term 2*l2*|w|
       for (std::size_t i = 0; i < size; ++i)
-        magnitudes[i] += static_cast<float>(2.0 * model_.l2()) * std::abs(weights[p][static_cast<std::int64_t>(i)]);
+        magnitudes[i] += static_cast<float>(2.0 * l2) * std::abs(weights[p][static_cast<std::int64_t>(i)]);
     check.variables.push_back(CompareWithBound(model_.parameters()[p].name, step.reduced_gradient.subspan(offset, size),
                                                std::span(g.data(), size), magnitudes, additions));
     offset += size;
@@ -112,7 +132,7 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     const bool n_times = std::abs(worst_scale - static_cast<double>(n)) < 0.05 * static_cast<double>(n);
     check.explanation += !step.mismatch_cause.empty()
                              ? step.mismatch_cause
-                             : loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.l2() != 0.0);
+                             : loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.regularized());
   }
   return check;
 }
@@ -145,7 +165,7 @@ StepCheck ReferenceStep::CheckExact(const LossCode& loss, MathMode math, const D
   if (!check.within_bound)
     check.explanation += !step.mismatch_cause.empty()
                              ? step.mismatch_cause
-                             : loss.ExactMismatchCause(n, loss.split(math), model_.l2() != 0.0);
+                             : loss.ExactMismatchCause(n, loss.split(math), model_.regularized());
   return check;
 }
 

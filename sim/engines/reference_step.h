@@ -50,6 +50,9 @@ class ReferenceStep {
     /// The replicas computed on a device backend (sim/compute/device_backend.h): in fast
     /// mode the reference loss is then the exact sum, rounded once.
     bool device_backend = false;
+    /// Dropout's masks as the replicas drew them (the reference draws its own under
+    /// the same rule, as one replica holding the whole batch).
+    DropoutStep dropout;
   };
   /// Compares `step` with the reference under `loss` and `math`; sets the
   /// gradients' L2 norms.
@@ -61,6 +64,8 @@ class ReferenceStep {
   std::int64_t Prepare(const LossCode& loss, const Distributed& step);
   StepCheck CheckFast(const LossCode& loss, const Distributed& step);
   StepCheck CheckExact(const LossCode& loss, MathMode math, const Distributed& step);
+  // Why a failed check may be Dropout's doing (per-replica masks), or "".
+  std::string DropoutCause(const Distributed& step) const;
 
   const Sequential<float>& model_;
   BatchRunner runner_;

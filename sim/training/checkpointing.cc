@@ -119,7 +119,16 @@ Status CheckCheckpointFits(const SafetensorsFile& checkpoint, const Sequential<f
                                 " in the metadata; not a dtlab training checkpoint (use another "
                                 "directory, or delete this one to start afresh)");
   const std::string saved_model = Printable(checkpoint.metadata.at("dtlab.model"));
-  if (saved_model != config.model)
+  const auto saved_json = checkpoint.metadata.find("dtlab.model_json");
+  if (saved_json != checkpoint.metadata.end() || !model.description_json().empty()) {
+    // Models from files: the same description, wherever the file was read from.
+    if (saved_json == checkpoint.metadata.end() || saved_json->second != model.description_json())
+      return Status::InvalidArgument(where + " holds a checkpoint of another model (" + saved_model + " there, " +
+                                     config.model +
+                                     " here, and their descriptions differ): its weights cannot be "
+                                     "mapped onto " +
+                                     config.model + "; resume with --model " + saved_model + afresh);
+  } else if (saved_model != config.model)
     return Status::InvalidArgument(where + " holds a checkpoint of another model (" + saved_model + " there, " +
                                    config.model + " here): its weights cannot be mapped onto " + config.model +
                                    "; resume with --model " + saved_model + afresh);
@@ -293,6 +302,9 @@ RunCheckpoints::RunCheckpoints(const TrainConfig& config, const Sequential<float
       backup_chief_dir_(config.backup_dir.empty() ? ""
                                                   : (std::filesystem::path(config.backup_dir) / "chief").string()) {
   recorded_["dtlab.dataset"] = dataset_name;
+  // A model read from a file is recorded whole: dtlab eval rebuilds it without the
+  // file, and a resume matches it by what it is, not by the path it was read from.
+  if (!model.description_json().empty()) recorded_["dtlab.model_json"] = model.description_json();
 }
 
 // Restores `manager`'s latest checkpoint, if any, after checking it fits this

@@ -8,7 +8,9 @@
 #include "core/batch.h"
 #include "core/checkpoint_manager.h"
 #include "core/dataset.h"
+#include "core/keras_model.h"
 #include "core/metrics.h"
+#include "core/text.h"
 #include "core/training_state.h"
 #include "sim/training/trainer.h"
 
@@ -50,8 +52,19 @@ StatusOr<EvalReport> EvaluateCheckpoint(const std::string& checkpoint_dir, const
   if (model_name == checkpoint.metadata.end())
     return Status::Corruption(*latest + ": no dtlab.model in the metadata; not a dtlab training checkpoint");
   const ImageDataset& test = data.test;
-  DTLAB_ASSIGN_OR_RETURN(
-      auto model, MakeModel<float>(model_name->second, {test.height, test.width, test.channels}, test.num_classes));
+  const Shape image_shape{test.height, test.width, test.channels};
+  // A model from a file is rebuilt from the description the checkpoint recorded
+  // (checked as a file's would be); a checkpoint never makes dtlab read a file.
+  std::unique_ptr<Sequential<float>> model;
+  if (const auto json = checkpoint.metadata.find("dtlab.model_json"); json != checkpoint.metadata.end()) {
+    DTLAB_ASSIGN_OR_RETURN(
+        model, LoadKerasModel<float>(json->second, *latest + ": dtlab.model_json", image_shape, test.num_classes));
+  } else if (IsModelFile(model_name->second)) {
+    return Status::Corruption(*latest + ": dtlab.model names a model file ('" + Printable(model_name->second) +
+                              "') but the checkpoint holds no dtlab.model_json; not a dtlab training checkpoint");
+  } else {
+    DTLAB_ASSIGN_OR_RETURN(model, MakeModel<float>(model_name->second, image_shape, test.num_classes));
+  }
   auto params = RestoreParameters(checkpoint, *model);
   if (!params.ok()) return params.status().WithContext(*latest);
   if (batch_size <= 0) {

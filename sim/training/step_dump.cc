@@ -37,7 +37,11 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   file.metadata = RecordedSettings(config);
   file.metadata["dtlab.step"] = std::to_string(step.step);
   file.metadata["dtlab.learning_rate"] = std::to_string(learning_rate);
-  file.metadata["dtlab.l2"] = "1e-05";
+  if (model.description_json().empty()) {
+    file.metadata["dtlab.l2"] = "1e-05";  // every built-in model's kernel regularizer
+  } else {
+    file.metadata["dtlab.model_json"] = model.description_json();  // its regularizers are per layer
+  }
   // What each replica computed, so a peer can recompute the step replica by replica.
   // With gradient accumulation the step is K micro-batches, the batch written all of
   // them; the global rule's loss code divides by the step's K x G.
@@ -67,6 +71,12 @@ Status DumpStepIfAsked(const TrainConfig& config, const Sequential<float>& model
   for (std::size_t i = 0; i < specs.size(); ++i)
     DTLAB_RETURN_IF_ERROR(file.Add("gradients/" + specs[i].name, gradients[i]));
   DTLAB_RETURN_IF_ERROR(file.Add("loss", std::span<const float>(&loss, 1), Shape{}));
+  if (!model.description_json().empty()) {
+    // A model from a file: its logits on the batch with these weights (an inference
+    // pass: Dropout is the identity), for a peer to hold its own model to.
+    Sequential<float>::Workspace workspace;
+    DTLAB_RETURN_IF_ERROR(file.Add("batch/logits", model.Forward(weights, images, workspace)));
+  }
   return WriteFileAtomically(config.dump_dir + "/step-" + std::to_string(step.step) + ".safetensors",
                              SerializeSafetensors(file));
 }

@@ -273,7 +273,9 @@ StatusOr<RunEngine> MakeRunEngine(const TrainConfig& config, const Sequential<fl
                            ParameterServerCluster::Create(model, options, config.optimizer, optimizer_options, initial,
                                                           config.chunk_size, config.worker_group));
   } else {
-    DTLAB_ASSIGN_OR_RETURN(auto synchronous, Cluster::Create(model, config.cluster, config.optimizer, optimizer_options,
+    ClusterConfig cluster_config = config.cluster;
+    cluster_config.dropout_seed = config.seed;  // Dropout's masks are keyed by the run's seed
+    DTLAB_ASSIGN_OR_RETURN(auto synchronous, Cluster::Create(model, cluster_config, config.optimizer, optimizer_options,
                                                              initial, config.chunk_size, config.worker_group));
     cluster = synchronous.get();
     made.engine = std::move(synchronous);

@@ -2,7 +2,7 @@
 """Regenerates tests/bad_inputs/files/: small crafted data sets and checkpoints,
 each broken in one way. The files are committed; rerun this only to change them
 (python3 tests/bad_inputs/make_corpus.py). Deterministic."""
-import gzip, os, shutil, struct
+import gzip, json, os, shutil, struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "files")
@@ -88,6 +88,50 @@ def main():
     with open(os.path.join(ck, "empty_file", "checkpoint"), "w") as f:
         f.write('model_checkpoint_path: "ckpt-1.safetensors"\nall_model_checkpoint_paths: "ckpt-1.safetensors"\n')
     open(os.path.join(ck, "empty_file", "ckpt-1.safetensors"), "wb").close()
+    models()
+
+
+def model_file(name, layers, model_class="Sequential", text=None):
+    """A Keras model.to_json() text (Keras 3's layout, fields left at their defaults)."""
+    path = os.path.join(OUT, "models", name + ".json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if text is None:
+        text = json.dumps({"module": "keras", "class_name": model_class,
+                           "config": {"name": "sequential", "layers": layers}}, indent=1)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def layer(class_name, name, **config):
+    return {"module": "keras.layers", "class_name": class_name, "config": dict(name=name, **config)}
+
+
+def models():
+    """Model files dtlab refuses (docs/models.md); the data set is valid (28x28x1, 10 classes)."""
+    inp = layer("InputLayer", "input_layer", batch_shape=[None, 28, 28, 1])
+    flat, out = layer("Flatten", "flatten"), layer("Dense", "dense", units=10)
+    conv = lambda **c: layer("Conv2D", "conv2d", **dict(dict(filters=4, kernel_size=[3, 3]), **c))
+    model_file("deep_nesting", None, text="[" * 100000)
+    model_file("not_json", None, text='{"class_name": "Sequential", "config": {"layers": [')
+    model_file("functional", [inp, flat, out], model_class="Functional")
+    model_file("unknown_layer", [inp, layer("LSTM", "lstm", units=8), out])
+    model_file("batch_normalization", [inp, conv(), layer("BatchNormalization", "batch_normalization"), flat, out])
+    model_file("l1_regularizer", [inp, flat, layer("Dense", "dense", units=10, kernel_regularizer={
+        "module": "keras.regularizers", "class_name": "L1", "config": {"l1": 0.01}})])
+    model_file("dilated", [inp, conv(dilation_rate=[2, 2]), flat, out])
+    model_file("grouped", [inp, conv(groups=2), flat, out])
+    model_file("channels_first", [inp, conv(data_format="channels_first"), flat, out])
+    model_file("no_input", [flat, out])
+    model_file("huge_filters", [inp, conv(filters=1 << 40), flat, out])
+    model_file("huge_activations", [inp, conv(filters=1 << 24, kernel_size=[1, 1]), flat, out])
+    model_file("huge_parameters", [inp, flat, layer("Dense", "wide", units=1 << 24), out])
+    model_file("path_name", [inp, layer("Flatten", "../../x"), out])
+    model_file("duplicate_names", [inp, layer("Flatten", "dense"), out])
+    model_file("wrong_input", [layer("InputLayer", "input_layer", batch_shape=[None, 32, 32, 1]), flat, out])
+    model_file("image_output", [inp, conv()])
+    model_file("too_many_layers", [inp] + [layer("ReLU", "re_lu_%d" % i) for i in range(300)] + [flat, out])
+    model_file("dropout_rate", [inp, flat, layer("Dropout", "dropout", rate=2.0), out])
+    model_file("strided", [inp, conv(strides=[2, 2]), flat, out])
 
 
 if __name__ == "__main__":

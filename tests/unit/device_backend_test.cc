@@ -174,7 +174,7 @@ TEST(DevicePlan, RefusesALayerWithoutADeviceKernel) {
   std::vector<std::unique_ptr<Layer<float>>> layers;
   layers.push_back(std::make_unique<Reshape<float>>("flatten", Shape{}));
   layers.push_back(std::make_unique<ReLU<float>>("re_lu"));
-  const Sequential<float> model("relu", {4}, std::move(layers), 0.0);
+  const Sequential<float> model("relu", {4}, std::move(layers));
   auto plan = MakeDevicePlan(model);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("layer re_lu (ReLU) has no device kernel"), std::string::npos)

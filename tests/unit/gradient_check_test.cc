@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/activation_layer.h"
 #include "core/conv2d.h"
 #include "core/dense.h"
 #include "core/loss.h"
@@ -93,6 +94,39 @@ TEST(GradientCheck, DenseRelu) { CheckLayer(Dense<D>("dense", 6, Activation::kRe
 TEST(GradientCheck, MaxPooling2DEven) { CheckLayer(MaxPooling2D<D>("pool"), {2, 6, 8, 3}); }
 TEST(GradientCheck, MaxPooling2DOddSizesDropLastRowAndColumn) { CheckLayer(MaxPooling2D<D>("pool"), {2, 7, 5, 2}); }
 TEST(GradientCheck, ReLULayer) { CheckLayer(ReLU<D>("re_lu"), {3, 4, 5, 2}); }
+// The layers of model files: strides and same padding, other poolings, softmax.
+Conv2D<D>::Options ConvOptions(std::int64_t stride_h, std::int64_t stride_w, Padding padding) {
+  Conv2D<D>::Options options;
+  options.stride_height = stride_h, options.stride_width = stride_w, options.padding = padding;
+  return options;
+}
+TEST(GradientCheck, Conv2DStridedSame) {
+  CheckLayer(Conv2D<D>("conv", 4, 3, 3, Activation::kRelu, ConvOptions(2, 2, Padding::kSame)), {2, 7, 6, 3});
+}
+TEST(GradientCheck, Conv2DStridedValid) {
+  CheckLayer(Conv2D<D>("conv", 3, 3, 2, Activation::kLinear, ConvOptions(2, 3, Padding::kValid)), {2, 8, 9, 2});
+}
+TEST(GradientCheck, Conv2DSameKernelLargerThanInput) {
+  CheckLayer(Conv2D<D>("conv", 2, 5, 4, Activation::kLinear, ConvOptions(1, 1, Padding::kSame)), {2, 3, 3, 2});
+}
+PoolingOptions Pool(std::int64_t size, std::int64_t stride, Padding padding) {
+  return {size, size, stride, stride, padding};
+}
+TEST(GradientCheck, MaxPooling2DOverlappingSame) {
+  CheckLayer(MaxPooling2D<D>("pool", Pool(3, 2, Padding::kSame)), {2, 7, 6, 3});
+}
+TEST(GradientCheck, AveragePooling2DDefault) { CheckLayer(AveragePooling2D<D>("avg"), {2, 6, 7, 3}); }
+TEST(GradientCheck, AveragePooling2DOverlappingSame) {
+  CheckLayer(AveragePooling2D<D>("avg", Pool(3, 2, Padding::kSame)), {2, 7, 6, 2});
+}
+TEST(GradientCheck, SoftmaxLayer) {
+  CheckLayer(ActivationLayer<D>("softmax", ActivationLayer<D>::Function::kSoftmax, "Softmax"), {3, 7});
+  CheckLayer(ActivationLayer<D>("softmax", ActivationLayer<D>::Function::kSoftmax, "Softmax"), {2, 3, 2, 4});
+}
+TEST(GradientCheck, ActivationLayers) {
+  CheckLayer(ActivationLayer<D>("relu", ActivationLayer<D>::Function::kRelu, "Activation"), {3, 4, 5, 2});
+  CheckLayer(ActivationLayer<D>("linear", ActivationLayer<D>::Function::kLinear, "Activation"), {3, 5});
+}
 TEST(GradientCheck, Flatten) { CheckLayer(Reshape<D>("flatten", {}), {3, 4, 5, 2}); }
 TEST(GradientCheck, Reshape) { CheckLayer(Reshape<D>("reshape", {5, 4, 1}), {3, 5, 4}); }
 

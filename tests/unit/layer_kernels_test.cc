@@ -17,26 +17,17 @@
 #include "core/mnist.h"
 #include "core/rng.h"
 #include "sim/compute/batch_runner.h"
+#include "tests/unit/test_util.h"
 #include "sim/training/trainer.h"
 
 namespace dtlab {
 namespace {
 
 Tensor<float> Random(Shape shape, std::uint64_t index, float scale = 1.0f) {
-  Tensor<float> t(std::move(shape));
-  CounterRng rng(11, RngPurpose::kTest, index);
-  for (std::int64_t i = 0; i < t.size(); ++i) t[i] = scale * (2.0f * rng.UniformFloat() - 1.0f);
-  return t;
+  return testing::RandomFloats(std::move(shape), 11, index, scale);
 }
 
-::testing::AssertionResult SameBits(const Tensor<float>& got, const std::vector<float>& want) {
-  if (static_cast<std::size_t>(got.size()) != want.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  for (std::size_t i = 0; i < want.size(); ++i)
-    if (std::memcmp(&got.data()[i], &want[i], sizeof(float)) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << got.data()[i] << " vs " << want[i];
-  return ::testing::AssertionSuccess();
-}
+using testing::SameBits;
 
 TEST(LayerKernels, DenseIsItsScalarDefinition) {
   constexpr std::int64_t kRows = 19, kIn = 37, kUnits = 21;  // no size a multiple of a vector width

@@ -173,6 +173,8 @@ TEST(OptionsTableTest, FlagAndKeyGiveTheSameConfig) {
         "loss.split=exact", "loss.regularization=unscaled", "loss.empty_replica=error", "loss.reduction=sum",
         "loss.keras=\"2\""}},
       {{{"keras", "2"}}, {"loss.keras=2"}},
+      {{{"model", "models/cnn.json"}, {"dropout-rng", "per-replica"}},
+       {"model.name=\"models/cnn.json\"", "run.dropout_rng=per-replica"}},
       {{{"strategy", "mirrored"},
         {"replicas", "2"},
         {"check-reference", ""},

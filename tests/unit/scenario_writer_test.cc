@@ -68,6 +68,7 @@ struct Sample {
 const std::map<std::string, Sample>& Samples() {
   static const std::map<std::string, Sample> kSamples = {
       {"model", {"linear", {}}},
+      {"dropout-rng", {"per-replica", {}}},
       {"dataset", {"relative/idx-dir", {}}},
       {"epochs", {"3", {}}},
       {"batch-per-replica", {"16", {}}},

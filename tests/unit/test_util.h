@@ -4,15 +4,36 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "core/mnist.h"
+#include "core/rng.h"
+#include "core/tensor.h"
 #include "sim/comm/message_log.h"
 
 namespace dtlab::testing {
+
+/// A tensor of uniform values in [-scale, scale), drawn from CounterRng(seed, kTest, index).
+inline Tensor<float> RandomFloats(Shape shape, std::uint64_t seed, std::uint64_t index, float scale = 1.0f) {
+  Tensor<float> t(std::move(shape));
+  CounterRng rng(seed, RngPurpose::kTest, index);
+  for (std::int64_t i = 0; i < t.size(); ++i) t[i] = scale * (2.0f * rng.UniformFloat() - 1.0f);
+  return t;
+}
+
+/// Bit-for-bit equality, naming the first element that differs.
+inline ::testing::AssertionResult SameBits(const Tensor<float>& got, const std::vector<float>& want) {
+  if (static_cast<std::size_t>(got.size()) != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(&got.data()[i], &want[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << got.data()[i] << " vs " << want[i];
+  return ::testing::AssertionSuccess();
+}
 
 /// The record a ring all-reduce of `bytes` per replica leaves on n replicas:
 /// 2(n-1) phases in each of which replica i sends bytes/n to i+1.

@@ -1,0 +1,73 @@
+// Dropout: Keras's inverted dropout, active in training steps only (the test set,
+// dtlab eval and every forward pass without a training step are the identity).
+//
+// The arithmetic is TensorFlow's (tf.nn.experimental.stateless_dropout, which
+// Keras 3's Dropout calls): scale = float(1 / (1 - rate)) computed in double, then
+// y = keep ? x * scale : +0, with keep = (u >= float(rate)) for a uniform u in [0,
+// 1); its gradient is dx = keep ? dy * scale : +0. rate = 1 drops everything.
+//
+// Where the masks come from is dtlab's own (docs/models.md, "Dropout"): element k of
+// an example's activation at this layer keeps with u = the k-th UniformFloat of
+//   CounterRng(DropoutStreamKey(seed, step, layer), kDropout, stream)
+// where `stream` is, by default (DropoutRng::kKeyed), the example's position in the
+// step's global batch. So a replica and the one-device reference draw the same mask
+// for every example, whatever the replica count, and a distributed run equals one
+// device (bitwise in exact mode), which TensorFlow's per-replica generators cannot
+// offer. DropoutRng::kPerReplica keys the stream by the replica and the example's
+// position in the replica's batch, as TF's per-replica streams depend on the replica:
+// the run then depends on the replica count, and --check-reference says so.
+//
+// Thread safety: as Layer.
+#pragma once
+
+#include <cstdint>
+
+#include "core/enum_names.h"
+#include "core/layer.h"
+
+namespace dtlab {
+
+/// What keys an example's dropout masks (--dropout-rng).
+enum class DropoutRng { kKeyed, kPerReplica };
+
+inline constexpr NameTable<DropoutRng, 2> kDropoutRngs = {
+    {{"keyed", DropoutRng::kKeyed}, {"per-replica", DropoutRng::kPerReplica}}};
+
+inline StatusOr<DropoutRng> ParseDropoutRng(std::string_view name) {
+  return ParseEnumName(name, kDropoutRngs, "dropout rng");
+}
+inline std::string_view DropoutRngName(DropoutRng rng) { return EnumName(rng, kDropoutRngs); }
+
+/// The stream of an example under `rng`: its position in the step's global batch
+/// (kKeyed), or (replica + 1) * 2^32 + its position in the replica's batch.
+inline std::uint64_t DropoutStream(DropoutRng rng, std::int64_t global_position, std::int32_t replica,
+                                   std::int64_t local_position) {
+  if (rng == DropoutRng::kKeyed) return static_cast<std::uint64_t>(global_position);
+  return ((static_cast<std::uint64_t>(replica) + 1) << 32) + static_cast<std::uint64_t>(local_position);
+}
+
+/// The key of layer `layer`'s masks at step `step` of a run seeded `seed`: one
+/// Philox block of (step, layer) under the seed, so every (step, layer) has its own
+/// streams.
+std::uint64_t DropoutStreamKey(std::uint64_t seed, std::int64_t step, std::size_t layer);
+
+template <typename T>
+class Dropout final : public Layer<T> {
+ public:
+  /// REQUIRES: 0 <= rate <= 1.
+  Dropout(std::string name, double rate) : Layer<T>(std::move(name)), rate_(rate) {}
+
+  std::string_view kind() const override { return "Dropout"; }
+  double rate() const { return rate_; }
+  Shape OutputShape(const Shape& example_input) const override { return example_input; }
+  void Forward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, Tensor<T>& y,
+               LayerCache<T>& cache) const override;
+  void Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y, Tensor<T>& dy,
+                Tensor<T>* dx, std::span<Tensor<T>* const> param_grads, LayerCache<T>& cache,
+                std::span<Tensor<T>* const> param_grad_magnitudes = {}) const override;
+
+ private:
+  double rate_;
+};
+
+}  // namespace dtlab

@@ -1,0 +1,114 @@
+# Models from files (issue 21, docs/models.md): Keras-written model.to_json() files
+# (tests/models/) train on 4 mirrored replicas with --check-reference in fast mode
+# (within the bound) and in exact mode (bitwise, and the checkpoint byte-identical to
+# one device's), Dropout included; TF's per-replica dropout streams fail the check,
+# naming Dropout; a checkpoint of a file model evaluates and resumes without the file
+# where it was; scenario files read a model path relative to themselves; files dtlab
+# does not support exit 2 naming the layer, its index and what is supported; the
+# built-in models keep their names.
+. "$(dirname "$0")/lib.bash"
+MODELS="$DTLAB_SOURCE_DIR/tests/models"
+DATA="$DTLAB_SOURCE_DIR/tests/bad_inputs/files/valid"  # 20 training and 10 test images, 28x28
+COMMON=(--no-progress --json --dataset "$DATA" --epochs 2)
+
+train() { local code=$1 name=$2; shift 2; expect_exit "$code" "$name" -- timeout 300 "$DTLAB" train "${COMMON[@]}" "$@"; }
+
+for model in every_layer strided_cnn dropout_cnn; do
+  # Fast mode: every step within the floating-point bound of one device (20 = 16 + 4: a short last batch).
+  train 0 "$model-fast" --model "$MODELS/$model.json" --strategy mirrored --replicas 4 --batch-per-replica 4 \
+    --check-reference
+  check_json "$model-fast" "d['reference_check']['within_bound'] and d['reference_check']['steps_checked'] == 4"
+  # Exact mode: bitwise equal to one device, and the checkpoint is one device's, byte for byte.
+  train 0 "$model-exact" --model "$MODELS/$model.json" --strategy mirrored --replicas 4 --batch-per-replica 4 \
+    --check-reference --math exact --checkpoint-dir "$WORK/$model-four" --checkpoint-every 4
+  check_json "$model-exact" "d['reference_check']['bitwise_equal'] and d['reference_check']['steps_checked'] == 4"
+  train 0 "$model-one" --model "$MODELS/$model.json" --batch-per-replica 16 --math exact \
+    --checkpoint-dir "$WORK/$model-one" --checkpoint-every 4
+  expect_same_file "$WORK/$model-four/ckpt-4.safetensors" "$WORK/$model-one/ckpt-4.safetensors"
+done
+
+# TF's per-replica dropout streams: the run depends on the replica count, and the check says why.
+train 1 per-replica --model "$MODELS/dropout_cnn.json" --strategy mirrored --replicas 4 --batch-per-replica 4 \
+  --check-reference --dropout-rng per-replica
+check_json per-replica "not d['reference_check']['within_bound']"
+expect_contains per-replica out "Dropout (dropout, dropout_1) draws its masks per replica"
+train 1 per-replica-exact --model "$MODELS/dropout_cnn.json" --strategy mirrored --replicas 4 --batch-per-replica 4 \
+  --check-reference --dropout-rng per-replica --math exact
+expect_contains per-replica-exact out "--dropout-rng keyed keys each mask by the example"
+expect_exit 2 bad-dropout-rng -- "$DTLAB" train --dropout-rng shared --steps 1
+expect_contains bad-dropout-rng err "unknown dropout rng 'shared' (expected one of: keyed, per-replica)"
+
+# The summary shows the file's layers and the softmax the loss applies.
+expect_exit 0 summary -- timeout 300 "$DTLAB" train --no-progress --dataset "$DATA" --steps 1 --model "$MODELS/every_layer.json"
+expect_contains summary out 'Model: "every_layer"'
+expect_contains summary out "average_pooling2d (AveragePooling2D) [6, 6, 12]"
+expect_contains summary out "(softmax)                       applied by the loss, as Keras does"
+
+# A checkpoint records the model's description: dtlab eval needs no file, and a resume
+# matches the model by its description, not by the path it was read from.
+mkdir -p "$WORK/elsewhere" && cp "$MODELS/strided_cnn.json" "$WORK/elsewhere/model.json"
+train 0 first-half --model "$WORK/elsewhere/model.json" --steps 2 --checkpoint-dir "$WORK/resume" --checkpoint-every 2
+mv "$WORK/elsewhere/model.json" "$WORK/moved.json"
+expect_exit 0 eval -- "$DTLAB" eval --json --checkpoint-dir "$WORK/resume" --dataset "$DATA"
+check_json eval "d['model'] == 'strided_cnn' and d['step'] == 2"
+train 0 second-half --model "$WORK/moved.json" --steps 4 --checkpoint-dir "$WORK/resume" --checkpoint-every 2
+check_json second-half "d['resumed_from_step'] == 2"
+train 2 other-model --model "$MODELS/dropout_cnn.json" --steps 6 --checkpoint-dir "$WORK/resume"
+expect_contains other-model err "holds a checkpoint of another model"
+train 2 builtin-on-file --model seed-cnn --steps 6 --checkpoint-dir "$WORK/resume"
+expect_contains builtin-on-file err "holds a checkpoint of another model"
+
+# A scenario file names its model relative to itself; --save-scenario writes the path absolute.
+mkdir -p "$WORK/scenario/models" && cp "$MODELS/strided_cnn.json" "$WORK/scenario/models/"
+cat >"$WORK/scenario/run.toml" <<EOF
+title = "a model from a file"
+[cluster]
+strategy = "mirrored"
+replicas = 2
+[data]
+source = "$DATA"
+batch_per_replica = 4
+[model]
+name = "models/strided_cnn.json"
+[run]
+steps = 2
+check_reference = true
+dropout_rng = "keyed"
+[[check]]
+kind = "reference"
+expect = "pass"
+EOF
+expect_exit 0 scenario -- timeout 300 "$DTLAB" run --no-progress "$WORK/scenario/run.toml"
+expect_contains scenario out "as expected"
+(cd "$WORK/scenario" && "$DTLAB" train --model models/strided_cnn.json --dataset "$DATA" --steps 1 \
+  --save-scenario saved.toml >/dev/null 2>&1) || fail "--save-scenario with a model file"
+CHECKS=$((CHECKS + 1))
+grep -qF "name = \"$WORK/scenario/models/strided_cnn.json\"" "$WORK/scenario/saved.toml" ||
+  fail "--save-scenario did not write the model file's absolute path"
+
+# Files dtlab does not support: exit 2, the layer, its index and what is supported.
+refused() {
+  local name=$1 file=$2 text=$3
+  expect_exit 2 "$name" -- "$DTLAB" train --dataset "$DATA" --steps 1 --model "$file"
+  expect_contains "$name" err "$text"
+}
+refused batch-normalization "$MODELS/batch_normalization.json" \
+  "layers[2] 'batch_normalization' (BatchNormalization): this layer class is not supported (yet); dtlab reads InputLayer, Conv2D"
+refused l1 "$MODELS/l1_regularizer.json" "layers[2] 'dense_5' (Dense): kernel_regularizer must be null or an L2"
+refused dilated "$MODELS/dilated.json" "layers[1] 'conv2d_5' (Conv2D): dilation_rate must be 1 or [1, 1]"
+refused functional "$MODELS/functional.json" "a Functional model; dtlab reads Sequential models"
+refused no-input "$MODELS/no_input_shape.json" "the model has no input shape"
+refused missing "$WORK/nowhere.json" "nowhere.json"
+refused directory "$WORK/" "model file"
+printf '{"class_name": "Sequential", "config": {"layers": [' >"$WORK/truncated.json"
+refused truncated "$WORK/truncated.json" "not JSON"
+expect_exit 2 device -- "$DTLAB" train --dataset "$DATA" --steps 1 --backend emulated --model "$MODELS/strided_cnn.json"
+expect_contains device err "layer conv2d_2 (Conv2D) has strides or same padding"
+expect_exit 2 device-dropout -- "$DTLAB" train --dataset "$DATA" --steps 1 --backend emulated \
+  --model "$MODELS/dropout_cnn.json"
+expect_contains device-dropout err "layer dropout (Dropout) has no device kernel"
+
+# The built-in models keep their names; an unknown name is still NotFound.
+expect_exit 2 unknown -- "$DTLAB" train --model resnet --steps 1
+expect_contains unknown err "unknown model 'resnet' (available: seed-cnn, mnist-cnn, linear)"
+finish
