@@ -9,13 +9,14 @@
 // Where the masks come from is dtlab's own (docs/models.md, "Dropout"): element k of
 // an example's activation at this layer keeps with u = the k-th UniformFloat of
 //   CounterRng(DropoutStreamKey(seed, step, layer), kDropout, stream)
-// where `stream` is, by default (DropoutRng::kKeyed), the example's position in the
-// step's global batch. So a replica and the one-device reference draw the same mask
-// for every example, whatever the replica count, and a distributed run equals one
-// device (bitwise in exact mode), which TensorFlow's per-replica generators cannot
-// offer. DropoutRng::kPerReplica keys the stream by the replica and the example's
-// position in the replica's batch, as TF's per-replica streams depend on the replica:
-// the run then depends on the replica count, and --check-reference says so.
+// where `stream` is, by default (DropoutRng::kKeyed), the example's index in the
+// data set (its position in the step's global batch where no data set index is
+// known). So a replica and the one-device reference draw the same mask for every
+// example, whatever the replica count or the micro-batch of an accumulated step it
+// lands in, and a distributed run equals one device (bitwise in exact mode), which
+// TensorFlow's per-replica generators cannot offer. DropoutRng::kPerReplica keys the stream by the replica and the
+// example's position in the replica's batch, as TF's per-replica streams depend on the replica: the run then depends on
+// the replica count, and --check-reference says so.
 //
 // Thread safety: as Layer.
 #pragma once
@@ -38,11 +39,12 @@ inline StatusOr<DropoutRng> ParseDropoutRng(std::string_view name) {
 }
 inline std::string_view DropoutRngName(DropoutRng rng) { return EnumName(rng, kDropoutRngs); }
 
-/// The stream of an example under `rng`: its position in the step's global batch
-/// (kKeyed), or (replica + 1) * 2^32 + its position in the replica's batch.
-inline std::uint64_t DropoutStream(DropoutRng rng, std::int64_t global_position, std::int32_t replica,
+/// The stream of an example under `rng`: `example` (its data set index, or its
+/// position in the step's global batch) under kKeyed, or (replica + 1) * 2^32 + its
+/// position in the replica's batch.
+inline std::uint64_t DropoutStream(DropoutRng rng, std::int64_t example, std::int32_t replica,
                                    std::int64_t local_position) {
-  if (rng == DropoutRng::kKeyed) return static_cast<std::uint64_t>(global_position);
+  if (rng == DropoutRng::kKeyed) return static_cast<std::uint64_t>(example);
   return ((static_cast<std::uint64_t>(replica) + 1) << 32) + static_cast<std::uint64_t>(local_position);
 }
 

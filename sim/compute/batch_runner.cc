@@ -67,7 +67,11 @@ void BatchRunner::SetForwardContext(bool training, std::size_t segment, std::int
   const auto replica = static_cast<std::int32_t>(dropout_step_.first_replica + static_cast<std::int64_t>(segment));
   for (std::int64_t i = 0; i < chunk_size_; ++i)  // padding rows get streams no example has
     ws.example_streams[static_cast<std::size_t>(i)] =
-        i < count ? DropoutStream(dropout_step_.rng, begin + i, replica, begin + i - segment_begin)
+        i < count ? DropoutStream(dropout_step_.rng,
+                                  dropout_step_.example_ids.empty()
+                                      ? begin + i
+                                      : dropout_step_.example_ids[static_cast<std::size_t>(begin + i)],
+                                  replica, begin + i - segment_begin)
                   : ~static_cast<std::uint64_t>(i);
   ws.context.example_streams = ws.example_streams;
 }

@@ -56,6 +56,11 @@ struct DropoutStep {
   std::int64_t step = 0;
   DropoutRng rng = DropoutRng::kKeyed;
   std::int32_t first_replica = 0;  // kPerReplica: segment s is replica first_replica + s
+  /// kKeyed: the data set index of every example of the batch, in the batch's order,
+  /// so that an example draws the same mask wherever it lands (another replica, the
+  /// one-device reference, a micro-batch of an accumulated step); empty: its position
+  /// in the batch. Not owned; valid while the batch runs.
+  std::span<const std::int64_t> example_ids;
 };
 
 /// Exact mode: adds the regularization gradient terms, scale * l2 * (2 * w) per

@@ -309,14 +309,14 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
       DTLAB_RETURN_IF_ERROR(faults_->BeginStep(step, result.straggler_seconds));
   }
   DTLAB_ASSIGN_OR_RETURN(result.loss, config_.math == MathMode::kExact
-                                          ? ComputeAndReduce<std::int64_t>(offsets, batch_sizes, scales, step, result)
-                                          : ComputeAndReduce<float>(offsets, batch_sizes, scales, step, result));
+                                          ? ComputeAndReduce<std::int64_t>(layout, scales, step, result)
+                                          : ComputeAndReduce<float>(layout, scales, step, result));
   DTLAB_RETURN_IF_ERROR(ShareExamplesAndCount(layout, step));
 
   CopyReducedGradient(reduced_gradient);
   if (reference_ != nullptr)
-    result.check =
-        reference_->Check(config_, config_.math, ReferenceInput(result, losses_, batch_sizes, global_batch_size, step));
+    result.check = reference_->Check(
+        config_, config_.math, ReferenceInput(result, losses_, batch_sizes, layout.indices, global_batch_size, step));
   DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step));
   return result;
 }
@@ -329,6 +329,7 @@ void Cluster::CopyReducedGradient(ParameterList<float>* reduced_gradient) const 
 
 ReferenceStep::Distributed Cluster::ReferenceInput(const StepResult& result, std::span<const float> per_example_loss,
                                                    std::span<const std::int64_t> batch_sizes,
+                                                   std::span<const std::int64_t> examples,
                                                    std::int64_t global_batch_size, std::int64_t step) const {
   ReferenceStep::Distributed distributed;
   distributed.weights = &variables();
@@ -341,30 +342,29 @@ ReferenceStep::Distributed Cluster::ReferenceInput(const StepResult& result, std
   distributed.global_batch_size = global_batch_size;
   distributed.step = step;
   distributed.device_backend = compute_ != nullptr;
-  distributed.dropout = {config_.dropout_seed, step, config_.dropout_rng, 0};
+  distributed.dropout = {config_.dropout_seed, step, config_.dropout_rng, 0, examples};
   return distributed;
 }
 
 template <typename Word>
-StatusOr<float> Cluster::ComputeAndReduce(const std::vector<std::int64_t>& offsets,
-                                          const std::vector<std::int64_t>& batch_sizes,
-                                          const std::vector<LossCode::LossScale>& scales, std::int64_t step,
-                                          StepResult& result) {
+StatusOr<float> Cluster::ComputeAndReduce(const StepLayout& layout, const std::vector<LossCode::LossScale>& scales,
+                                          std::int64_t step, StepResult& result) {
   DTLAB_ASSIGN_OR_RETURN(const auto sums,
-                         ComputeReplicas<Word>(offsets, batch_sizes, batch_sizes, scales, step, true, result));
+                         ComputeReplicas<Word>(layout, layout.batch_sizes, scales, step, true, result));
   const float reduced_loss = ReducedLoss(sums, result.replica_losses);
   DTLAB_RETURN_IF_ERROR(ReduceGradients<Word>(step));
   return reduced_loss;
 }
 
 template <typename Word>
-StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const std::vector<std::int64_t>& offsets,
-                                                                     const std::vector<std::int64_t>& batch_sizes,
+StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepLayout& layout,
                                                                      const std::vector<std::int64_t>& loss_batches,
                                                                      const std::vector<LossCode::LossScale>& scales,
                                                                      std::int64_t step, bool regularize,
                                                                      StepResult& result) {
   constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
+  const std::vector<std::int64_t>& offsets = layout.offsets;
+  const std::vector<std::int64_t>& batch_sizes = layout.batch_sizes;
   // A replica's loss: the float sum the loss code's formula gives, or exactly the sum
   // of coefficient_i * loss_i (exact products), rounded once.
   using LossSum = ReplicaLossSum<Word>;
@@ -376,7 +376,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const std::
   ComputeBackend& base = compute_ != nullptr ? *compute_ : *cpu_;
   const std::unique_ptr<ComputeBackend> faulty = faults_ != nullptr ? faults_->WrapCompute(base, first, step) : nullptr;
   ComputeBackend& compute = faulty != nullptr ? *faulty : base;
-  compute.SetDropoutStep({config_.dropout_seed, step, config_.dropout_rng, first});
+  compute.SetDropoutStep({config_.dropout_seed, step, config_.dropout_rng, first, layout.indices});
   std::vector<std::conditional_t<kExact, ExactSegment, BatchSegment>> segments;
   for (std::int32_t r = first; r < end; ++r) {
     const auto k = static_cast<std::size_t>(r);
@@ -492,13 +492,11 @@ Status Cluster::ReduceGradients(std::int64_t step) {
   return Status::Ok();
 }
 
-template StatusOr<std::vector<float>> Cluster::ComputeReplicas<float>(const std::vector<std::int64_t>&,
-                                                                      const std::vector<std::int64_t>&,
+template StatusOr<std::vector<float>> Cluster::ComputeReplicas<float>(const StepLayout&,
                                                                       const std::vector<std::int64_t>&,
                                                                       const std::vector<LossCode::LossScale>&,
                                                                       std::int64_t, bool, StepResult&);
-template StatusOr<std::vector<ExactSum>> Cluster::ComputeReplicas<std::int64_t>(const std::vector<std::int64_t>&,
-                                                                                const std::vector<std::int64_t>&,
+template StatusOr<std::vector<ExactSum>> Cluster::ComputeReplicas<std::int64_t>(const StepLayout&,
                                                                                 const std::vector<std::int64_t>&,
                                                                                 const std::vector<LossCode::LossScale>&,
                                                                                 std::int64_t, bool, StepResult&);

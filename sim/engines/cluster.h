@@ -219,21 +219,18 @@ class Cluster final : public TrainingEngine {
   StatusOr<EpochOutcome> TrainAccumulatedEpoch(const EpochRequest& request,
                                                const std::function<Status(const EngineStep&)>& on_step);
   template <typename Word>
-  StatusOr<float> ComputeAndReduce(const std::vector<std::int64_t>& offsets,
-                                   const std::vector<std::int64_t>& batch_sizes,
-                                   const std::vector<LossCode::LossScale>& scales, std::int64_t step,
-                                   StepResult& result);
+  StatusOr<float> ComputeAndReduce(const StepLayout& layout, const std::vector<LossCode::LossScale>& scales,
+                                   std::int64_t step, StepResult& result);
   // ComputeAndReduce's parts. ComputeReplicas: every local replica's forward and
   // backward passes into its `grads`/`flat` (fast) or `words` (exact), its loss
   // (into result.replica_losses) and, when `regularize`, its regularization share;
   // returns every replica's loss sum (shared across workers). `loss_batches[r]` is
-  // the local batch replica r's loss code sees (its batch_sizes[r] in a plain step):
+  // the local batch replica r's loss code sees (its layout.batch_sizes[r] in a plain step):
   // an empty replica's loss is NaN only where that is empty. ReducedLoss:
   // strategy.reduce of the replicas' losses. ReduceGradients: the collective of the
   // `flat`/`words` buffers, rounded once in exact mode.
   template <typename Word>
-  StatusOr<std::vector<ReplicaLossSum<Word>>> ComputeReplicas(const std::vector<std::int64_t>& offsets,
-                                                              const std::vector<std::int64_t>& batch_sizes,
+  StatusOr<std::vector<ReplicaLossSum<Word>>> ComputeReplicas(const StepLayout& layout,
                                                               const std::vector<std::int64_t>& loss_batches,
                                                               const std::vector<LossCode::LossScale>& scales,
                                                               std::int64_t step, bool regularize, StepResult& result);
@@ -243,10 +240,12 @@ class Cluster final : public TrainingEngine {
   Status ReduceGradients(std::int64_t step);
   // After a step's reduction: the reduced gradient (replica 0's `flat`) copied into
   // `reduced_gradient` when it is not null, and the step as the reference check
-  // reads it, whose examples images_ and labels_ hold.
+  // reads it, whose examples images_ and labels_ hold (`examples`: their data set
+  // indices, which key their dropout masks).
   void CopyReducedGradient(ParameterList<float>* reduced_gradient) const;
   ReferenceStep::Distributed ReferenceInput(const StepResult& result, std::span<const float> per_example_loss,
-                                            std::span<const std::int64_t> batch_sizes, std::int64_t global_batch_size,
+                                            std::span<const std::int64_t> batch_sizes,
+                                            std::span<const std::int64_t> examples, std::int64_t global_batch_size,
                                             std::int64_t step) const;
   // TrainAccumulatedStep's micro-batches for the one type of word.
   template <typename Word>

@@ -87,8 +87,8 @@ StatusOr<float> Cluster::AccumulateGroup(const ImageDataset& data, std::span<con
     if (keras) DTLAB_RETURN_IF_ERROR(config_.CheckEmptyReplicas(layout.batch_sizes, step));
     StepResult micro;
     micro.replica_losses.assign(replicas, 0.0f);
-    DTLAB_ASSIGN_OR_RETURN(const auto sums, ComputeReplicas<Word>(layout.offsets, layout.batch_sizes, loss_batches,
-                                                                  scales, step, keras || k == 0, micro));
+    DTLAB_ASSIGN_OR_RETURN(const auto sums,
+                           ComputeReplicas<Word>(layout, loss_batches, scales, step, keras || k == 0, micro));
     // Each local replica adds this micro-batch's gradient to its sum.
     tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t local) {
       Replica& replica = replicas_[local];
@@ -171,8 +171,8 @@ StatusOr<StepResult> Cluster::TrainAccumulatedStep(const ImageDataset& data,
   if (reference_ != nullptr) {
     // One device on every example of the step, with the step's global batch K x G.
     GatherBatch(data, group_indices_, images_, labels_);
-    ReferenceStep::Distributed distributed =
-        ReferenceInput(result, group_losses_, group_sizes_, accumulation.steps * global_batch_size, step);
+    ReferenceStep::Distributed distributed = ReferenceInput(result, group_losses_, group_sizes_, group_indices_,
+                                                            accumulation.steps * global_batch_size, step);
     distributed.micro_batches = static_cast<std::int64_t>(group.size());
     if (accumulation.keras()) {
       distributed.divided_by_micro_batches = true;

@@ -21,6 +21,17 @@ for replicas in 1 4; do
   check_json $name "d['steps'] == 10 and d['accumulation_steps'] == 4 and d['step_batch_size'] == 64 and d['global_batch_size'] == 16 and d['reference_check']['bitwise_equal'] and d['reference_check']['steps_checked'] == 10"
   for step in 5 10; do expect_same_file "$WORK/one_step/ckpt-$step.safetensors" "$WORK/$name/ckpt-$step.safetensors"; done
 done
+# The same with a model that has Dropout: an example's mask is keyed by its data set
+# index and the optimizer step, so it is the same in micro-batch k of a step as in the
+# one step of 64 (keyed by its position in the batch, micro-batches would reuse the
+# first 16 positions' masks and fail the reference check).
+DROPOUT=(--model "$DTLAB_SOURCE_DIR/tests/models/dropout_cnn.json" --math exact --steps 3 --check-reference --json)
+expect_exit 0 dropout_one_step -- "$DTLAB" train "${RUN[@]}" "${DROPOUT[@]}" --global-batch 64 \
+  --checkpoint-dir "$WORK/dropout_one_step"
+expect_exit 0 dropout_accumulated -- "$DTLAB" train "${RUN[@]}" "${DROPOUT[@]}" --replicas 4 --global-batch 16 \
+  --accumulation-steps 4 --checkpoint-dir "$WORK/dropout_accumulated"
+check_json dropout_accumulated "d['reference_check']['bitwise_equal'] and d['reference_check']['steps_checked'] == 3"
+expect_same_file "$WORK/dropout_one_step/ckpt-3.safetensors" "$WORK/dropout_accumulated/ckpt-3.safetensors"
 # An epoch of 20 images in micro-batches of 4: a group of 4 and a partial group of 1,
 # applied with the step's denominator 16 as one step of 16 applies its short batch of 4.
 expect_exit 0 small_one_step -- "$DTLAB" train "${RUN[@]}" --dataset "$SMALL" --math exact --epochs 3 \
