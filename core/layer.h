@@ -48,7 +48,7 @@ struct ForwardContext {
   std::uint64_t seed = 0;  // the run's seed
   std::int64_t step = 0;   // the optimizer step
   /// One per example of the batch: the stream its random numbers come from (the
-  /// example's position in the step's global batch, or its replica and position
+  /// example's data set index (or position in the step's global batch), or its replica and position
   /// there: core/dropout.h). Null, or fewer than the batch: the row index.
   std::span<const std::uint64_t> example_streams;
 };
