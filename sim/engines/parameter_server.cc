@@ -128,7 +128,7 @@ Status ParameterServerCluster::RunEpoch(const ImageDataset& data,
 
     // The worker's gradient on its batch with the variables it pulled. Dropout's
     // masks: the update this gradient becomes, the worker's own streams.
-    runner_.set_dropout_step({options_.seed, version_ + 1, DropoutRng::kPerReplica, static_cast<std::int32_t>(w)});
+    runner_.set_dropout_step({options_.seed, version_ + 1, DropoutRng::kPerReplica, static_cast<std::int32_t>(w), {}});
     const float loss = WorkerGradient(data, per_worker_batches[w][s.next], s.pulled, grads);
     const auto b = static_cast<std::int64_t>(labels_.size());
     worker_accuracy_[w].UpdateState(labels_, predictions_);
@@ -357,8 +357,11 @@ Status ParameterServerCluster::RunWorker(const ImageDataset& data,
       if (!in.ok()) return Short("variables message", message.from);
     }
     // Dropout's masks: the version pulled, this worker's own streams.
-    runner_.set_dropout_step(
-        {options_.seed, pulled_versions.empty() ? 0 : pulled_versions[0] + 1, DropoutRng::kPerReplica, group_->rank()});
+    runner_.set_dropout_step({options_.seed,
+                              pulled_versions.empty() ? 0 : pulled_versions[0] + 1,
+                              DropoutRng::kPerReplica,
+                              group_->rank(),
+                              {}});
     const float loss = WorkerGradient(data, batch, variables_, grads);
     // Push each shard's gradient; its server applies it on arrival.
     for (std::int32_t p = 0; p < servers; ++p) {
