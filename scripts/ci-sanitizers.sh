@@ -2,14 +2,13 @@
 # CI's reliability jobs (issue 9, docs/reliability.md), run by .ci/run after the
 # main test suite:
 #   asan   AddressSanitizer + UndefinedBehaviorSanitizer (-fno-sanitize-recover=all):
-#          the unit tests and the end-to-end tests not labelled "slow"
-#   tsan   ThreadSanitizer (halt_on_error=1): the unit tests and the quick end-to-end
-#          tests, against a oneTBB built with ThreadSanitizer by
+#          the unit tests and the end-to-end tests labelled "asan", the ones that
+#          feed dtlab untrusted input (tests/CMakeLists.txt)
+#   tsan   ThreadSanitizer (halt_on_error=1): the unit tests and the end-to-end
+#          tests labelled "tsan", against a oneTBB built with ThreadSanitizer by
 #          scripts/build-tsan-tbb.sh (Debian's libtbb is not instrumented, so TSan
-#          would report each of TBB's task hand-offs as a race). The `tsan` test
-#          preset leaves out the `slow` tests and four end-to-end tests that
-#          take 1.5-7 minutes each under TSan (docs/reliability.md); about 7 minutes
-#          in all on 2 cores, 15-30 s of it oneTBB (skipped once built).
+#          would report each of TBB's task hand-offs as a race); 15-30 s of it
+#          oneTBB (skipped once built)
 #   fuzz   every libFuzzer target for FUZZ_SECONDS (default 60) on its seed corpus
 # Usage: scripts/ci-sanitizers.sh [asan|tsan|fuzz|all]
 set -euo pipefail
@@ -19,7 +18,7 @@ job=${1:-all}
 if [ "$job" = asan ] || [ "$job" = all ]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan -LE slow
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan
 fi
 if [ "$job" = tsan ] || [ "$job" = all ]; then
   scripts/build-tsan-tbb.sh

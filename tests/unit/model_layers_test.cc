@@ -350,8 +350,8 @@ TEST(ModelLayers, ExactModeSplitsEqualOneDeviceWithEveryLayer) {
   for (const DropoutRng rng : {DropoutRng::kKeyed, DropoutRng::kPerReplica}) {
     SCOPED_TRACE(DropoutRngName(rng));
     BatchRunner one(model), many(model, 5);
-    one.set_dropout_step({9, 3, rng, 0});
-    many.set_dropout_step({9, 3, rng, 0});
+    one.set_dropout_step({9, 3, rng, 0, {}});
+    many.set_dropout_step({9, 3, rng, 0, {}});
     std::vector<std::int64_t> whole(values);
     const ExactSegment all{&params, 0, kBatch, whole};
     one.RunExact(images, labels, coefficients, losses, predictions, std::span(&all, 1));
@@ -372,8 +372,8 @@ TEST(ModelLayers, ExactModeSplitsEqualOneDeviceWithEveryLayer) {
   }
   // Fast mode: per-example losses do not depend on the split either (keyed masks).
   BatchRunner one(model), many(model, 3);
-  one.set_dropout_step({9, 3, DropoutRng::kKeyed, 0});
-  many.set_dropout_step({9, 3, DropoutRng::kKeyed, 0});
+  one.set_dropout_step({9, 3, DropoutRng::kKeyed, 0, {}});
+  many.set_dropout_step({9, 3, DropoutRng::kKeyed, 0, {}});
   ParameterList<float> g1 = model.ZeroParameters(), g2 = model.ZeroParameters(), g3 = model.ZeroParameters();
   const BatchSegment all{&params, 0, kBatch, &g1, nullptr};
   one.Run(images, labels, coefficients, losses, predictions, std::span(&all, 1));
