@@ -10,8 +10,8 @@ seconds=${1:-60}
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
 mkdir -p build/fuzz/artifacts
-for target in idx_fuzz safetensors_fuzz checkpoint_pointer_fuzz keras_model_fuzz scenario_fuzz lesson_fuzz tf_config_fuzz \
-  options_fuzz; do
+for source in fuzz/*_fuzz.cc; do  # one target per source (fuzz/CMakeLists.txt)
+  target=$(basename "$source" .cc)
   name=${target%_fuzz}
   # Work on a copy: new inputs found in CI are not written into the source tree.
   work=build/fuzz/corpus/$name
