@@ -87,7 +87,10 @@ void AddRunFlags(po::options_description& options, const po::options_description
     po::options_description flags(std::string(group.title));
     for (const RunOption& option : RunOptionTable())
       if (!option.flag.empty() && option.group == group.group) AddRunFlag(flags, option);
-    if (group.group == OptionGroup::kOutputs && more_outputs != nullptr) flags.add(*more_outputs);
+    // The command's own outputs join this group option by option: adding the
+    // description whole would print its caption as a second "Outputs:" heading.
+    if (group.group == OptionGroup::kOutputs && more_outputs != nullptr)
+      for (const auto& option : more_outputs->options()) flags.add(option);
     if (!flags.options().empty()) options.add(flags);
   }
 }

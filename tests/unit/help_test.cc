@@ -60,6 +60,12 @@ TEST(HelpTest, TrainHelpListsEachGroupThenExamples) {
   EXPECT_NE(help.find("    dtlab train --replicas 4", examples), std::string::npos);
   // --save-scenario is an output of train's own, listed with the outputs.
   EXPECT_GT(help.find("--save-scenario"), help.find("\nOutputs:\n"));
+  // Each group's heading once: train's own outputs join the table's group.
+  for (const RunOptionGroup& group : RunOptionGroups()) {
+    const std::string heading = "\n" + std::string(group.title) + ":\n";
+    const std::size_t first = help.find(heading);
+    EXPECT_EQ(help.find(heading, first + 1), std::string::npos) << group.title << " is printed twice";
+  }
 }
 
 TEST(HelpTest, EveryCommandHasExamples) {
