@@ -223,9 +223,9 @@ std::vector<RunOption> MakeTable() {
        .apply = [](V v, S s) { return SetName(v, ParsePrecision, s.config.cluster.precision.compute); },
        .read = [](R s) -> Read { return AsText(PrecisionName(s.config.cluster.precision.compute)); }},
       {.group = kMath, .flag = "loss-scale", .key = "optimizer.loss_scale", .type = kName,
-       .default_text = "none (dynamic with mixed_float16)",
        .help = "none, or dynamic: Keras's LossScaleOptimizer (the loss times a scale that halves, skipping the "
-               "step, when a gradient overflows, and doubles after --loss-scale-growth-steps finite steps)",
+               "step, when a gradient overflows, and doubles after --loss-scale-growth-steps finite steps); "
+               "default: dynamic with --precision mixed_float16, else none",
        .apply = [](V v, S s) {
          const std::string name = Text(v);
          if (name != "none" && name != "dynamic")

@@ -349,11 +349,17 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   DTLAB_RETURN_IF_ERROR(ShareExamplesAndCount(layout, step));
 
   CopyReducedGradient(reduced_gradient);
-  if (reference_ != nullptr)
+  // A step the dynamic loss scale skips changes no variable: nothing to compare
+  // (the epoch's report counts it among the skipped steps).
+  if (reference_ != nullptr && !ReducedGradientOverflowed())
     result.check = reference_->Check(
         config_, config_.math, ReferenceInput(result, losses_, batch_sizes, layout.indices, global_batch_size, step));
   DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step, result));
   return result;
+}
+
+bool Cluster::ReducedGradientOverflowed() const {
+  return config_.precision.dynamic_loss_scale && !AllFinite(replicas_[0].flat);
 }
 
 float Cluster::LossScaleFactor() const {
@@ -670,10 +676,13 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
       std::string overflowed;
       for (std::size_t k = 1; k < replicas_.size(); ++k)
         if (!replicas_[k].local_finite) overflowed += (overflowed.empty() ? "" : ", ") + std::to_string(k);
-      return Status::Runtime(where + "the optimizer update made " + bad + " non-finite: replica 0's gradients were "
+      return Status::Runtime(where + "the optimizer update made " + bad +
+                             " non-finite: replica 0's gradients were "
                              "finite, so the update applied (--loss-scale-check first-replica: only replica 0's own "
                              "gradients decide, as TF 2.21's LossScaleOptimizer does in a custom training loop), but "
-                             "replica(s) " + overflowed + " overflowed and the all-reduced gradient holds it; "
+                             "replica(s) " +
+                             overflowed +
+                             " overflowed and the all-reduced gradient holds it; "
                              "--loss-scale-check reduced skips such a step on every replica");
     }
     return Status::Runtime(where + "the optimizer update made " + bad +

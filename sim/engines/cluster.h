@@ -283,6 +283,9 @@ class Cluster final : public TrainingEngine {
   void Unscale();
   // The loss scale of this step (1 without one).
   float LossScaleFactor() const;
+  // With a dynamic loss scale: the all-reduced gradient holds an inf or a NaN (the
+  // step is skipped under --loss-scale-check reduced).
+  bool ReducedGradientOverflowed() const;
 
   const Sequential<float>& model_;
   ClusterConfig config_;

@@ -56,9 +56,8 @@ void Cluster::ImportState(const TrainingState& state) {
   // --loss-scale-growth-steps restarts the count); one without starts afresh.
   if (config_.precision.dynamic_loss_scale && state.loss_scale)
     for (auto& replica : replicas_) {
-      const std::int64_t counter = state.loss_scale->counter < replica.loss_scale.growth_steps()
-                                       ? state.loss_scale->counter
-                                       : 0;
+      const std::int64_t counter =
+          state.loss_scale->counter < replica.loss_scale.growth_steps() ? state.loss_scale->counter : 0;
       (void)replica.loss_scale.Restore(state.loss_scale->scale, counter);  // both checked when restored
     }
 }

@@ -1,5 +1,6 @@
 #include "sim/engines/mixed_precision.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "core/enum_names.h"
@@ -26,9 +27,17 @@ std::string_view PrecisionName(ComputeType compute) { return EnumName(compute, k
 
 Status MixedPrecision::Validate() const {
   if (!dynamic_loss_scale) return Status::Ok();
-  const Status valid = DynamicLossScale::Validate(initial_scale, growth_steps);
-  if (!valid.ok()) return Status::InvalidArgument("--loss-scale dynamic: " + valid.message());
-  return Status::Ok();
+  if (!std::isfinite(initial_scale) || initial_scale <= 0) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", static_cast<double>(initial_scale));
+    return Status::InvalidArgument(std::string("--loss-scale-initial must be a finite number above 0 (Keras: 32768), "
+                                               "got ") +
+                                   got);
+  }
+  if (growth_steps < 1)
+    return Status::InvalidArgument("--loss-scale-growth-steps must be 1 or more (Keras: 2000), got " +
+                                   std::to_string(growth_steps));
+  return DynamicLossScale::Validate(initial_scale, growth_steps);
 }
 
 std::string MixedPrecision::Description() const {

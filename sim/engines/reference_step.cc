@@ -133,7 +133,8 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     extra.clear();
     if (half != ComputeType::kFloat32) {
       const double u_half = half == ComputeType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
-      const double floor = half == ComputeType::kFloat16 ? std::ldexp(1.0, -25) * static_cast<double>(n + 1) / scale : 0.0;
+      const double floor =
+          half == ComputeType::kFloat16 ? std::ldexp(1.0, -25) * static_cast<double>(n + 1) / scale : 0.0;
       extra.resize(size);
       for (std::size_t i = 0; i < size; ++i) extra[i] = static_cast<float>(2.0 * u_half * magnitudes[i] + floor);
     }
