@@ -1,9 +1,9 @@
 #include "scenarios/scenario_writer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
-#include <algorithm>
 #include <map>
 #include <set>
 #include <system_error>
