@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace dtlab {
 namespace {
@@ -57,6 +59,23 @@ std::int64_t ReferenceStep::Prepare(const LossCode& loss, const Distributed& ste
   return denominator;
 }
 
+namespace {
+
+std::string ReferenceOverflowCause(ComputeType half, float scale, std::int64_t replicas) {
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "one device's gradient on the whole global batch overflowed %s at loss scale %g (one device would "
+                "skip this step and halve its scale), while each of the %lld replicas' gradients, about a 1/%lld "
+                "share, fit and their float32 sum is finite: %lld replicas tolerate a loss scale about %lld times "
+                "larger than one device",
+                std::string(ComputeTypeName(half)).c_str(), static_cast<double>(scale),
+                static_cast<long long>(replicas), static_cast<long long>(replicas), static_cast<long long>(replicas),
+                static_cast<long long>(replicas));
+  return text;
+}
+
+}  // namespace
+
 StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step) {
   // One device on the whole global batch, same weights, the same loss code with N = 1.
   const ParameterList<float>& weights = *step.weights;
@@ -75,8 +94,12 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
   const BatchSegment whole{&weights, 0, total, &grads_, &magnitudes_};
   runner_.Run(*step.images, step.labels, coefficients_, losses_, predictions_, std::span(&whole, 1));
   const ComputeType half = model_.compute_type();
+  bool reference_overflowed = false;  // one device's half gradient held an inf or a NaN
   if (half != ComputeType::kFloat32)
-    for (Tensor<float>& g : grads_) RoundToComputeType(g.span(), half);
+    for (Tensor<float>& g : grads_) {
+      RoundToComputeType(g.span(), half);
+      for (const float v : g.span()) reference_overflowed |= !std::isfinite(v);
+    }
   model_.AddRegularizationGradient(weights, scale, grads_);
   if (scale != 1.0f) {
     for (Tensor<float>& g : grads_)
@@ -161,6 +184,9 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     check.explanation += !step.mismatch_cause.empty()
                              ? step.mismatch_cause
                              : loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.regularized());
+    // The replicas' gradients were finite (a step they skip is not checked), so the
+    // half type's range, not a loss code, is the cause.
+    if (reference_overflowed) check.explanation = ReferenceOverflowCause(half, scale, n);
   }
   return check;
 }
