@@ -142,6 +142,10 @@ void ConsoleObserver::OnEpochEnd(const EpochReport& r) {
   std::fprintf(out_, "Epoch %lld, Loss: %.4f, Accuracy: %.2f, Test Loss: %.4f, Test Accuracy: %.2f  (%.1f s)\n",
                static_cast<long long>(r.epoch), r.train_loss, r.train_accuracy * 100.0f, r.test_loss,
                r.test_accuracy * 100.0f, r.seconds);
+  if (r.loss_scale > 0)
+    std::fprintf(
+        out_, "  loss scale %g at the epoch's last step; %lld of its %lld steps skipped (a gradient overflowed)\n",
+        static_cast<double>(r.loss_scale), static_cast<long long>(r.skipped_steps), static_cast<long long>(r.steps));
   std::fflush(out_);
 }
 

@@ -62,7 +62,7 @@ void PrintReplay(const ReplayResult& r) {
     std::printf("%-16s %5s  %-15s %-14s %s\n", "run", "step", "loss", "of the bound", "verdict");
   for (const ReplayRun& run : r.runs) {
     if (run.cpu_only) {
-      std::printf("%-16s %5s  parameter servers run on the CPU only: not replayed\n", run.name.c_str(), "-");
+      std::printf("%-16s %5s  %s: not replayed\n", run.name.c_str(), "-", run.cpu_only_reason.c_str());
       continue;
     }
     for (const ReplayStep& s : run.steps) {

@@ -81,6 +81,11 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
                       {"test_accuracy", e.test_accuracy},
                       {"seconds", e.seconds},
                       {"steps", e.steps}});
+  if (config.cluster.precision.dynamic_loss_scale)
+    for (std::size_t i = 0; i < report.epochs.size(); ++i) {
+      epochs[i]["loss_scale"] = report.epochs[i].loss_scale;
+      epochs[i]["skipped_steps"] = report.epochs[i].skipped_steps;
+    }
   nlohmann::json out = {
       {"model", config.model},
       {"dataset", config.dataset},
@@ -95,6 +100,7 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
       {"convention", ConventionName(config.cluster.convention)},
       {"loss_denominator", LossDenominatorName(config.cluster.denominator)},
       {"math", MathModeName(config.cluster.math)},
+      {"precision", PrecisionName(config.cluster.precision.compute)},
       {"regularization_split", RegularizationSplitName(config.cluster.split())},
       {"input", report.input_description},
       {"simulated_seconds", report.simulated_seconds},
@@ -110,6 +116,7 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
   char digest[17];
   std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(report.weights_digest));
   out["weights_digest"] = digest;  // FNV-1a of the final variables: equal digests, equal bits
+  if (config.cluster.precision.dynamic_loss_scale) out["skipped_steps"] = report.skipped_steps;
   // Gradient accumulation: "steps" counts optimizer steps, each of these many
   // micro-batches of global_batch_size (absent without accumulation).
   if (config.cluster.accumulation.on()) {

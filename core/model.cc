@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <type_traits>
 
 #include "core/rng.h"
 
@@ -111,21 +112,45 @@ void Sequential<T>::AddRegularizationGradient(const ParameterList<T>& params, T 
   }
 }
 
+namespace {
+
+// The compute type a float model rounds to (float32: none); a double model never rounds.
+template <typename T>
+ComputeType RoundingType(ComputeType type) {
+  return std::is_same_v<T, float> ? type : ComputeType::kFloat32;
+}
+
+template <typename T>
+void RoundTensor(Tensor<T>& t, ComputeType type) {
+  if constexpr (std::is_same_v<T, float>) RoundToComputeType(t.span(), type);
+}
+
+}  // namespace
+
 template <typename T>
 const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const {
+  const ComputeType type = RoundingType<T>(compute_type_);
   ws.activations.resize(layers_.size() + 1);
   ws.caches.resize(layers_.size());
   Shape input_shape = example_shape_;
   input_shape.insert(input_shape.begin(), x.dim(0));
   ws.activations[0].Resize(input_shape);
   std::copy(x.data(), x.data() + x.size(), ws.activations[0].data());
+  const ParameterList<T>* used = &params;
+  if (type != ComputeType::kFloat32) {
+    RoundTensor(ws.activations[0], type);
+    ws.half_params = params;
+    for (Tensor<T>& p : ws.half_params) RoundTensor(p, type);
+    used = &ws.half_params;
+  }
   std::vector<const Tensor<T>*> layer_params;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     layer_params.clear();
-    for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) layer_params.push_back(&params[p]);
+    for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) layer_params.push_back(&(*used)[p]);
     ws.caches[l].context = &ws.context;
     ws.caches[l].layer = l;
     layers_[l]->Forward(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
+    if (type != ComputeType::kFloat32) RoundTensor(ws.activations[l + 1], type);
   }
   return ws.activations.back();
 }
@@ -133,6 +158,11 @@ const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Te
 template <typename T>
 void Sequential<T>::Backward(const ParameterList<T>& params, Tensor<T>& dlogits, Workspace& ws, ParameterList<T>& grads,
                              ParameterList<T>* magnitudes) const {
+  // A half policy: the layers read the parameters Forward rounded, and the gradient
+  // that crosses a layer boundary is rounded too.
+  const ComputeType type = RoundingType<T>(compute_type_);
+  const ParameterList<T>& used = type != ComputeType::kFloat32 ? ws.half_params : params;
+  if (type != ComputeType::kFloat32) RoundTensor(dlogits, type);
   Tensor<T>* dy = &dlogits;
   std::vector<const Tensor<T>*> layer_params;
   std::vector<Tensor<T>*> layer_grads, layer_magnitudes;
@@ -141,13 +171,14 @@ void Sequential<T>::Backward(const ParameterList<T>& params, Tensor<T>& dlogits,
     layer_grads.clear();
     layer_magnitudes.clear();
     for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) {
-      layer_params.push_back(&params[p]);
+      layer_params.push_back(&used[p]);
       layer_grads.push_back(&grads[p]);
       if (magnitudes) layer_magnitudes.push_back(&(*magnitudes)[p]);
     }
     Tensor<T>* dx = l == 0 ? nullptr : (dy == &ws.gradient_a ? &ws.gradient_b : &ws.gradient_a);
     layers_[l]->Backward(layer_params, ws.activations[l], ws.activations[l + 1], *dy, dx, layer_grads, ws.caches[l],
                          layer_magnitudes);
+    if (dx != nullptr && type != ComputeType::kFloat32) RoundTensor(*dx, type);
     dy = dx;
   }
 }

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/half_precision.h"
 #include "core/layer.h"
 #include "core/math_mode.h"
 #include "core/status.h"
@@ -42,6 +43,7 @@ class Sequential {
     Tensor<T> gradient_a, gradient_b;            // ping-pong buffers for the backward pass
     ForwardContext context;                      // the chunk's step and examples (the runner's to fill)
     std::vector<std::uint64_t> example_streams;  // storage the context's example_streams may view
+    ParameterList<T> half_params;                // a mixed policy: the parameters rounded to the half type
   };
 
   /// `example_shape` is one input example's shape. Each parameter's L2 regularizer
@@ -63,6 +65,16 @@ class Sequential {
   /// built-in models, which their name identifies.
   const std::string& description_json() const { return description_json_; }
   void set_description_json(std::string json) { description_json_ = std::move(json); }
+  /// The type the layers compute in (Keras's dtype policy): float32, or the half type
+  /// of mixed_float16 / mixed_bfloat16. With a half type, Forward and Backward round
+  /// to it at every layer boundary: the input, the parameters as a layer reads them
+  /// (Keras's autocast), every layer's output, the gradient that reaches the logits
+  /// and every input gradient between layers (docs/mixed_precision.md). Inside a
+  /// layer the chains stay float32. The parameter gradients Backward writes are not
+  /// rounded: the engine rounds a replica's whole gradient (sim/engines/cluster.cc).
+  /// Float models only (the double instantiation ignores it).
+  ComputeType compute_type() const { return compute_type_; }
+  void set_compute_type(ComputeType type) { compute_type_ = type; }
   const std::vector<std::unique_ptr<Layer<T>>>& layers() const { return layers_; }
   const std::vector<ModelParameter>& parameters() const { return parameters_; }
   std::int64_t num_parameter_values() const;
@@ -112,6 +124,7 @@ class Sequential {
   std::vector<ModelParameter> parameters_;
   std::vector<std::size_t> first_parameter_;  // per layer, index into parameters_
   std::vector<Shape> layer_output_shapes_;
+  ComputeType compute_type_ = ComputeType::kFloat32;
 };
 
 /// Name and one-line description of a built-in model.

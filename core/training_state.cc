@@ -101,6 +101,10 @@ SafetensorsFile MakeCheckpoint(const Sequential<float>& model, const TrainingSta
   (void)AddScalar(file, "metrics/train_batches", state.train_batches);
   (void)AddScalar(file, "metrics/train_accuracy_total", state.train_accuracy.state().total());
   (void)AddScalar(file, "metrics/train_accuracy_count", state.train_accuracy.state().count());
+  if (state.loss_scale) {
+    (void)AddScalar(file, "optimizer/loss_scale", state.loss_scale->scale);
+    (void)AddScalar(file, "optimizer/loss_scale_counter", state.loss_scale->counter);
+  }
   return file;
 }
 
@@ -137,6 +141,17 @@ Status RestoreCheckpoint(const SafetensorsFile& checkpoint, const Sequential<flo
   DTLAB_ASSIGN_OR_RETURN(float accuracy_total, GetF32Scalar(checkpoint, "metrics/train_accuracy_total"));
   DTLAB_ASSIGN_OR_RETURN(float accuracy_count, GetF32Scalar(checkpoint, "metrics/train_accuracy_count"));
   state.train_accuracy.state().SetState(accuracy_total, accuracy_count);
+  state.loss_scale.reset();
+  if (checkpoint.Find("optimizer/loss_scale") != nullptr) {
+    TrainingState::LossScaleState loss_scale;
+    DTLAB_ASSIGN_OR_RETURN(loss_scale.scale, GetF32Scalar(checkpoint, "optimizer/loss_scale"));
+    DTLAB_ASSIGN_OR_RETURN(loss_scale.counter, GetI64Scalar(checkpoint, "optimizer/loss_scale_counter"));
+    if (!(std::isfinite(loss_scale.scale) && loss_scale.scale > 0.0f))
+      return Status::Corruption("checkpoint tensor optimizer/loss_scale is not finite and positive");
+    if (loss_scale.counter < 0 || loss_scale.counter > kMaxRestoredSteps)
+      return Status::Corruption("checkpoint tensor optimizer/loss_scale_counter is outside [0, 2^53]");
+    state.loss_scale = loss_scale;
+  }
   return CheckRestoredCounters(state, iterations, accuracy_total, accuracy_count);
 }
 

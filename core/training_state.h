@@ -9,6 +9,8 @@
 //   progress/worker_batches   I64 [workers], only in the middle of an asynchronous epoch
 //   metrics/train_loss_total, metrics/train_batches           F32 []
 //   metrics/train_accuracy_total, metrics/train_accuracy_count F32 []
+//   optimizer/loss_scale F32 [], optimizer/loss_scale_counter I64 []: only with a
+//     dynamic loss scale (core/loss_scale.h)
 // Metadata: dtlab.model, dtlab.optimizer and the run's configuration (dtlab.*).
 //
 // Thread safety: a value; one writer at a time.
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,13 @@ struct TrainingState {
   // num_batches and its SparseCategoricalAccuracy).
   float train_loss_total = 0.0f, train_batches = 0.0f;
   SparseCategoricalAccuracy train_accuracy;
+  // A dynamic loss scale's state (Keras's LossScaleOptimizer: dynamic_scale and
+  // step_counter), when the run has one.
+  struct LossScaleState {
+    float scale = 0.0f;
+    std::int64_t counter = 0;
+  };
+  std::optional<LossScaleState> loss_scale;
 };
 
 /// The largest counters a checkpoint may hold (RestoreCheckpoint refuses more):

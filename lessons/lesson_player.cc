@@ -38,8 +38,12 @@ std::string Format(const char* format, double value) {
   return buffer;
 }
 
-// Numbers in narrative, answers and predictions: 4 significant digits ("4", "0.05").
-std::string Number(double value) { return Format("%.4g", value); }
+// Numbers in narrative, answers and predictions: 4 significant digits ("4", "0.05");
+// a whole number below a million in full (a loss scale of 16384, not 1.638e+04).
+std::string Number(double value) {
+  if (std::abs(value) < 1e6 && value == std::trunc(value)) return Format("%.0f", value);
+  return Format("%.4g", value);
+}
 
 std::string WithUnit(double value, const std::string& unit) {
   return Number(value) + (unit.empty() ? "" : (unit == "%" ? "" : " ") + unit);

@@ -63,7 +63,8 @@ struct ReplayStep {
 
 struct ReplayRun {
   std::string name;
-  bool cpu_only = false;                        // parameter servers: not run on the device
+  bool cpu_only = false;                        // parameter servers, a half policy: not run on the device
+  std::string cpu_only_reason;                  // why, in words
   std::string reference_status, device_status;  // "ok" or the error that stopped the run
   std::vector<ReplayStep> steps;
   std::string problem;  // why the run does not pass, in words (empty if it does)

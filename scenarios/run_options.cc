@@ -12,6 +12,7 @@
 #include "sim/input/distributed_input.h"
 #include "sim/comm/faults.h"
 #include "sim/engines/accumulation.h"
+#include "sim/engines/mixed_precision.h"
 #include "sim/engines/strategy.h"
 #include "sim/timing/topology.h"
 
@@ -216,6 +217,39 @@ std::vector<RunOption> MakeTable() {
        .help = "fast (checked against an error bound) or exact (bitwise equal to one device for any replica count)",
        .apply = [](V v, S s) { return SetName(v, ParseMathMode, s.config.cluster.math); },
        .read = [](R s) -> Read { return AsText(MathModeName(s.config.cluster.math)); }},
+      {.group = kMath, .flag = "precision", .key = "model.precision", .type = kName, .default_text = "float32",
+       .help = "Keras's dtype policy: float32, mixed_float16 or mixed_bfloat16 (float32 variables, the layers "
+               "computing in the half type: values rounded to it at every layer boundary; docs/mixed_precision.md)",
+       .apply = [](V v, S s) { return SetName(v, ParsePrecision, s.config.cluster.precision.compute); },
+       .read = [](R s) -> Read { return AsText(PrecisionName(s.config.cluster.precision.compute)); }},
+      {.group = kMath, .flag = "loss-scale", .key = "optimizer.loss_scale", .type = kName,
+       .help = "none, or dynamic: Keras's LossScaleOptimizer (the loss times a scale that halves, skipping the "
+               "step, when a gradient overflows, and doubles after --loss-scale-growth-steps finite steps); "
+               "default: dynamic with --precision mixed_float16, else none",
+       .apply = [](V v, S s) {
+         const std::string name = Text(v);
+         if (name != "none" && name != "dynamic")
+           return Status::InvalidArgument("unknown loss scale '" + name + "' (expected one of: none, dynamic)");
+         s.config.cluster.precision.dynamic_loss_scale = name == "dynamic";
+         return Ok();
+       },
+       .read = [](R s) -> Read { return AsText(s.config.cluster.precision.dynamic_loss_scale ? "dynamic" : "none"); }},
+      {.group = kMath, .flag = "loss-scale-initial", .key = "optimizer.loss_scale_initial", .type = kFloat,
+       .default_text = "32768", .help = "the dynamic loss scale's first value (Keras: 2^15)",
+       .apply = [](V v, S s) { s.config.cluster.precision.initial_scale = static_cast<float>(Real(v)); return Ok(); },
+       .read = [](R s) -> Read { return AsReal(s.config.cluster.precision.initial_scale); }},
+      {.group = kMath, .flag = "loss-scale-growth-steps", .key = "optimizer.loss_scale_growth_steps", .type = kInt64,
+       .default_text = "2000", .min = 1, .max = kMillion,
+       .help = "finite steps in a row after which the dynamic loss scale doubles (Keras: 2000)",
+       .apply = [](V v, S s) { s.config.cluster.precision.growth_steps = Int(v); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.cluster.precision.growth_steps); }},
+      {.group = kMath, .flag = "loss-scale-check", .key = "optimizer.loss_scale_check", .type = kName,
+       .default_text = "reduced",
+       .help = "whose gradients decide that a step is skipped: reduced (the all-reduced ones: every replica agrees), "
+               "first-replica (replica 0's own, as TF 2.21 does: an overflow elsewhere reaches the weights) or "
+               "each-replica (each its own: the pitfall, the mirrored variables diverge)",
+       .apply = [](V v, S s) { return SetName(v, ParseLossScaleCheck, s.config.cluster.precision.check); },
+       .read = [](R s) -> Read { return AsText(LossScaleCheckName(s.config.cluster.precision.check)); }},
       {.group = kCluster, .flag = "backend", .type = kText, .default_text = "cpu", .process_only = true,
        .help = "where the replicas compute: cpu, cuda (GPUs; docs/gpu.md) or emulated (the CUDA kernels on the CPU)",
        .apply = [](V v, S s) { s.backend = Text(v); return Ok(); },
@@ -399,9 +433,11 @@ const std::vector<RunOptionSection>& RunOptionSections() {
       {"data",
        {"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch", "shard",
         "drop_remainder", "shuffle_buffer"}},
-      {"model", {"name"}},
+      {"model", {"name", "precision"}},
       {"loss", {"convention", "denominator", "regularization", "split", "reduction", "keras", "empty_replica"}},
-      {"optimizer", {"name", "learning_rate", "momentum", "accumulation_steps", "accumulation"}},
+      {"optimizer",
+       {"name", "learning_rate", "momentum", "accumulation_steps", "accumulation", "loss_scale", "loss_scale_initial",
+        "loss_scale_growth_steps", "loss_scale_check"}},
       {"run",
        {"math", "steps", "epochs", "seed", "check_reference", "checkpoint_every", "faults", "collective_timeout",
         "dropout_rng"}},
@@ -457,6 +493,10 @@ void ApplyDependentDefaults(RunSettings& settings, OptionSource source) {
     settings.config.topology = TopologyKind::kTorus2D;
   if (source == OptionSource::kCommandLine && cluster.replicas > 1 && !settings.Given("strategy"))
     cluster.strategy = StrategyKind::kMirrored;
+  // Keras's guide wraps the optimizer in a LossScaleOptimizer under mixed_float16
+  // (Model.compile does it itself); bfloat16 has float32's range and needs none.
+  if (cluster.precision.compute == ComputeType::kFloat16 && !settings.Given("loss-scale"))
+    cluster.precision.dynamic_loss_scale = true;
 }
 
 }  // namespace dtlab

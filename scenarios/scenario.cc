@@ -292,6 +292,8 @@ const std::vector<std::pair<std::string, std::string>>& ScenarioValueNames() {
       {"max_example_weight",
        "gradient accumulation: the most any example weighed in an update against its share of one device's step on "
        "the same examples (1: the same; Keras's mean of means gives a short micro-batch's examples more)"},
+      {"skipped_steps", "dynamic loss scale: steps whose update was skipped because a gradient overflowed"},
+      {"loss_scale", "dynamic loss scale: the scale at the last step"},
   };
   return kNames;
 }

@@ -195,6 +195,10 @@ void ComputeValues(RunResult& result, const Recorder& recorder) {
     for (const auto& m : steps) heaviest = std::max(heaviest, m.max_example_weight);
     v["max_example_weight"] = steps.empty() ? nan : heaviest;
   }
+  if (config.cluster.precision.dynamic_loss_scale) {  // only loss-scaled runs have these
+    v["skipped_steps"] = static_cast<double>(report.skipped_steps);
+    v["loss_scale"] = report.epochs.empty() ? nan : static_cast<double>(report.epochs.back().loss_scale);
+  }
   for (const auto& [name, meaning] : ScenarioValueNames())
     if (auto it = v.find(name); it != v.end()) result.values.emplace_back(name, it->second);
 }

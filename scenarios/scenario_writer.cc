@@ -1,5 +1,6 @@
 #include "scenarios/scenario_writer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -124,6 +125,10 @@ GivenOptions SortGivenOptions(const RunSettings& settings) {
     else
       given.left_out.push_back(text);
   }
+  // A [model] table needs its name: written beside any other model key (--precision).
+  if (std::any_of(given.written.begin(), given.written.end(),
+                  [](const RunOption* option) { return option->key.starts_with("model."); }))
+    given.written.insert(FindRunOptionByKey("model.name"));
   return given;
 }
 

@@ -4,18 +4,25 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include "core/conv2d.h"
 #include "core/dense.h"
+#include "core/half_precision.h"
 #include "core/pooling.h"
 #include "core/reshape.h"
 
 namespace dtlab {
 
 StatusOr<DevicePlan> MakeDevicePlan(const Sequential<float>& model) {
+  if (model.compute_type() != ComputeType::kFloat32)
+    return Status::InvalidArgument("--precision mixed_" + std::string(ComputeTypeName(model.compute_type())) +
+                                   " with --backend cuda or emulated: the device kernels compute in float32 and do "
+                                   "not round to the half type at the layer boundaries; use --backend cpu "
+                                   "(docs/mixed_precision.md)");
   DevicePlan plan;
   plan.example_size = NumElements(model.example_shape());
   plan.classes = model.num_classes();

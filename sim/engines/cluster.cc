@@ -167,6 +167,31 @@ Status ClusterConfig::Validate() const {
         ": parameter_server workers push every batch's gradient to the servers as soon as they compute it "
         "(asynchronous updates), so there is no optimizer step of several micro-batches to accumulate into; use a "
         "synchronous strategy (mirrored, multi_worker_mirrored, ...) or leave --accumulation-steps out");
+  DTLAB_RETURN_IF_ERROR(precision.Validate());
+  if (precision.half() || precision.dynamic_loss_scale) {
+    const std::string what =
+        precision.half() ? "--precision " + std::string(PrecisionName(precision.compute)) : "--loss-scale dynamic";
+    if (math == MathMode::kExact)
+      return Status::InvalidArgument(
+          what +
+          " with --math exact: Keras rounds each replica's gradient to the half type before the all-reduce, so "
+          "the step depends on the replica count by design, which exact mode exists to rule out; use --math fast "
+          "(--check-reference holds it to one device within its bound, the half roundings included)");
+    if (strategy == StrategyKind::kParameterServer)
+      return Status::InvalidArgument(what +
+                                     " with parameter_server: each worker would need its own loss scale and its own "
+                                     "verdict on every asynchronous push; use a synchronous strategy");
+    if (accumulation.on())
+      return Status::InvalidArgument(what + " with --accumulation-steps " + std::to_string(accumulation.steps) +
+                                     ": a loss scale over accumulated micro-batches is not modelled; drop one of them");
+  }
+  if (precision.check != LossScaleCheck::kReduced && !precision.dynamic_loss_scale)
+    return Status::InvalidArgument("--loss-scale-check " + std::string(LossScaleCheckName(precision.check)) +
+                                   " needs --loss-scale dynamic (or --precision mixed_float16)");
+  if (precision.check == LossScaleCheck::kEachReplica && strategy == StrategyKind::kCentralStorage)
+    return Status::InvalidArgument(
+        "--loss-scale-check each-replica with central_storage: the variables are one copy on the host, so there is "
+        "no replica to skip alone; use mirrored");
   if (accumulation.on() && !faults.empty())
     return Status::InvalidArgument("--inject-fault with --accumulation-steps " + std::to_string(accumulation.steps) +
                                    ": injected faults are keyed by steps of one batch, and are not modelled inside an "
@@ -214,6 +239,9 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
   }
   if (config.strategy == StrategyKind::kParameterServer)
     return Status::InvalidArgument("the parameter_server strategy is asynchronous and is not run by Cluster");
+  if (group != nullptr && config.precision.check != LossScaleCheck::kReduced)
+    return Status::InvalidArgument("--loss-scale-check " + std::string(LossScaleCheckName(config.precision.check)) +
+                                   " under MPI: a rank would need the other ranks' own gradients; use reduced");
   DTLAB_RETURN_IF_ERROR(FaultInjector::CheckAgainstModel(config.faults, model));
   std::unique_ptr<Cluster> cluster(new Cluster(model, config, chunk_size));
   if (!config.faults.empty())
@@ -233,6 +261,7 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
     if (config.math == MathMode::kExact) replica.words.assign(flat_size * kExactWords, 0);
     DTLAB_ASSIGN_OR_RETURN(replica.optimizer, MakeOptimizer(optimizer, options));
     replica.optimizer->Build(replica.params);
+    replica.loss_scale = DynamicLossScale(config.precision.initial_scale, config.precision.growth_steps);
   }
   if (cluster->central()) {
     cluster->host_params_ = initial;
@@ -297,8 +326,14 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
             .subspan(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(batch_sizes[k])));
   }
   DTLAB_RETURN_IF_ERROR(config_.CheckEmptyReplicas(batch_sizes, step));
+  // A dynamic loss scale multiplies the loss, so every example's coefficient, by
+  // the scale (a power of two: exact, barring overflow), as optimizer.scale_loss does.
+  const float loss_scale = LossScaleFactor();
+  if (loss_scale != 1.0f)
+    for (float& c : coefficients_) c *= loss_scale;
 
   StepResult result;
+  if (config_.precision.dynamic_loss_scale) result.loss_scale = loss_scale;
   result.replica_losses.assign(static_cast<std::size_t>(n), 0.0f);
   result.replica_batch_sizes = batch_sizes;
   result.examples = static_cast<std::int64_t>(layout.indices.size());
@@ -314,11 +349,30 @@ StatusOr<StepResult> Cluster::TrainStep(const ImageDataset& data,
   DTLAB_RETURN_IF_ERROR(ShareExamplesAndCount(layout, step));
 
   CopyReducedGradient(reduced_gradient);
-  if (reference_ != nullptr)
+  // A step the dynamic loss scale skips changes no variable: nothing to compare
+  // (the epoch's report counts it among the skipped steps).
+  if (reference_ != nullptr && !ReducedGradientOverflowed())
     result.check = reference_->Check(
         config_, config_.math, ReferenceInput(result, losses_, batch_sizes, layout.indices, global_batch_size, step));
-  DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step));
+  DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step, result));
   return result;
+}
+
+bool Cluster::ReducedGradientOverflowed() const {
+  return config_.precision.dynamic_loss_scale && !AllFinite(replicas_[0].flat);
+}
+
+float Cluster::LossScaleFactor() const {
+  return config_.precision.dynamic_loss_scale ? replicas_.front().loss_scale.scale() : 1.0f;
+}
+
+void Cluster::Unscale() {
+  if (!config_.precision.dynamic_loss_scale) return;
+  const auto holders = static_cast<std::size_t>(central() ? 1 : replicas_.size());
+  tbb::parallel_for(std::size_t{0}, holders, [&](std::size_t k) {
+    const float scale = replicas_[k].loss_scale.scale();
+    for (float& g : replicas_[k].flat) g /= scale;  // a power of two: exact but for subnormals
+  });
 }
 
 void Cluster::CopyReducedGradient(ParameterList<float>* reduced_gradient) const {
@@ -343,6 +397,7 @@ ReferenceStep::Distributed Cluster::ReferenceInput(const StepResult& result, std
   distributed.step = step;
   distributed.device_backend = compute_ != nullptr;
   distributed.dropout = {config_.dropout_seed, step, config_.dropout_rng, 0, examples};
+  distributed.loss_scale = result.loss_scale > 0 ? result.loss_scale : 1.0f;
   return distributed;
 }
 
@@ -353,6 +408,7 @@ StatusOr<float> Cluster::ComputeAndReduce(const StepLayout& layout, const std::v
                          ComputeReplicas<Word>(layout, layout.batch_sizes, scales, step, true, result));
   const float reduced_loss = ReducedLoss(sums, result.replica_losses);
   DTLAB_RETURN_IF_ERROR(ReduceGradients<Word>(step));
+  Unscale();
   return reduced_loss;
 }
 
@@ -424,6 +480,12 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
                     ? 0.0f
                     : config_.ReplicaDataLoss(std::span(losses_).subspan(begin, count), scales[k]);
     }
+    // A half policy: the replica's gradient of the variables it cast is the half
+    // type's (Keras's cast back to float32 is exact), before the regularization,
+    // which acts on the float32 variables.
+    if constexpr (!kExact)
+      if (config_.precision.half())
+        for (Tensor<float>& g : replica.grads) RoundToComputeType(g.span(), config_.precision.compute);
     // DDP: every replica's loss holds the whole regularization and the MEAN divides
     // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
     if (const float scale = config_.RegularizationShare(1.0f, r, n, split); regularize && scale != 0.0f) {
@@ -433,7 +495,10 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
         AddRegularizationWords(model_, weights, scale, replica.words);
       } else {
         sums[k] += share;
-        model_.AddRegularizationGradient(weights, scale, replica.grads);
+        // The scaled loss holds the regularization too (scale_loss of the total);
+        // times 1 without a loss scale, which changes no bit.
+        const float loss_scale = config_.precision.dynamic_loss_scale ? replica.loss_scale.scale() : 1.0f;
+        model_.AddRegularizationGradient(weights, scale * loss_scale, replica.grads);
       }
     }
     if constexpr (kExact) {
@@ -443,9 +508,12 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
     } else {
       result.replica_losses[k] = sums[k];
       PackParameters(replica.grads, replica.flat);
+      if (config_.precision.dynamic_loss_scale) replica.local_finite = AllFinite(replica.flat);
     }
   });
-  DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
+  // With a dynamic loss scale a non-finite gradient is an overflow, which the
+  // update step handles (ApplyUpdate), not a fault.
+  if (!config_.precision.dynamic_loss_scale) DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
 
   // Every worker needs every replica's loss for strategy.reduce.
   std::vector<std::int64_t> slices(static_cast<std::size_t>(n) + 1);
@@ -540,12 +608,36 @@ Status Cluster::CollectiveStatus(const std::string& collective, std::int64_t ste
   return faults_ != nullptr ? faults_->CollectiveStatus(collective, step) : Status::Ok();
 }
 
-Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step) {
+Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& result) {
+  // With a dynamic loss scale, who applies the update (docs/mixed_precision.md): every
+  // replica, if the gradients that decide (--loss-scale-check) are finite; else it
+  // skips the step and halves its scale.
+  std::vector<char> apply(replicas_.size(), 1);
+  if (config_.precision.dynamic_loss_scale) {
+    const bool reduced_finite = AllFinite(replicas_[0].flat);
+    for (std::size_t k = 0; k < replicas_.size(); ++k) {
+      switch (config_.precision.check) {
+        case LossScaleCheck::kReduced:
+          apply[k] = reduced_finite;
+          break;
+        case LossScaleCheck::kFirstReplica:  // TF 2.21: replica 0's own gradients (first_ is 0: no MPI)
+          apply[k] = replicas_[0].local_finite;
+          break;
+        case LossScaleCheck::kEachReplica:
+          apply[k] = replicas_[k].local_finite;
+          break;
+      }
+    }
+    result.skipped = !apply[0];
+    for (std::size_t k = 0; k < replicas_.size(); ++k) replicas_[k].loss_scale.EndStep(apply[k] != 0);
+  }
   if (central()) {
     // The host applies the reduced gradient to its copy, then broadcasts the variables.
-    ParameterList<float>& grads = replicas_[0].grads;
-    UnpackParameters(replicas_[0].flat, grads);
-    ApplyInParallel(*host_optimizer_, host_params_, grads, learning_rate);
+    if (apply[0]) {
+      ParameterList<float>& grads = replicas_[0].grads;
+      UnpackParameters(replicas_[0].flat, grads);
+      ApplyInParallel(*host_optimizer_, host_params_, grads, learning_rate);
+    }
     PackParameters(host_params_, replicas_[0].flat);
     std::vector<std::span<float>> buffers;
     for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
@@ -560,14 +652,42 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step) {
   } else {
     // Mirrored variables: every replica applies the same reduced gradient to its copy.
     tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
+      if (!apply[k]) return;
       Replica& replica = replicas_[k];
       UnpackParameters(replica.flat, replica.grads);
       ApplyInParallel(*replica.optimizer, replica.params, replica.grads, learning_rate);
     });
   }
-  if (const std::string bad = NonFiniteVariables(model_, variables()); !bad.empty())
-    return Status::Runtime("step " + std::to_string(step) + ": the optimizer update made " + bad +
+  const std::string where = "step " + std::to_string(step) + ": ";
+  if (std::any_of(apply.begin(), apply.end(), [&](char a) { return a != apply[0]; })) {
+    std::string skipped, applied;
+    for (std::size_t k = 0; k < replicas_.size(); ++k)
+      (apply[k] ? applied : skipped) += std::string((apply[k] ? applied : skipped).empty() ? "" : ", ") +
+                                        std::to_string(static_cast<std::int32_t>(k) + first_);
+    return Status::Runtime(
+        where + "the replicas' mirrored variables diverged: replica(s) " + skipped +
+        " found their own gradients non-finite and skipped the update (halving their loss scale), while replica(s) " +
+        applied +
+        " applied the all-reduced gradient, which holds that overflow; --loss-scale-check each-replica lets every "
+        "replica decide alone, and reduced (every replica checks the all-reduced gradients) keeps them identical");
+  }
+  if (const std::string bad = NonFiniteVariables(model_, variables()); !bad.empty()) {
+    if (config_.precision.dynamic_loss_scale && config_.precision.check == LossScaleCheck::kFirstReplica) {
+      std::string overflowed;
+      for (std::size_t k = 1; k < replicas_.size(); ++k)
+        if (!replicas_[k].local_finite) overflowed += (overflowed.empty() ? "" : ", ") + std::to_string(k);
+      return Status::Runtime(where + "the optimizer update made " + bad +
+                             " non-finite: replica 0's gradients were "
+                             "finite, so the update applied (--loss-scale-check first-replica: only replica 0's own "
+                             "gradients decide, as TF 2.21's LossScaleOptimizer does in a custom training loop), but "
+                             "replica(s) " +
+                             overflowed +
+                             " overflowed and the all-reduced gradient holds it; "
+                             "--loss-scale-check reduced skips such a step on every replica");
+    }
+    return Status::Runtime(where + "the optimizer update made " + bad +
                            " non-finite although the reduced gradient was finite; try a smaller --lr");
+  }
   return Status::Ok();
 }
 

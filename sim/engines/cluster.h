@@ -33,6 +33,7 @@
 #include "sim/compute/batch_runner.h"
 #include "sim/comm/collectives.h"
 #include "sim/engines/accumulation.h"
+#include "sim/engines/mixed_precision.h"
 #include "sim/engines/fault_injector.h"
 #include "sim/comm/faults.h"
 #include "sim/engines/loss_code.h"
@@ -58,6 +59,8 @@ struct ClusterConfig : LossCode {
   MathMode math = MathMode::kFast;
   /// --accumulation-steps and --accumulation (sim/engines/accumulation.h).
   GradientAccumulation accumulation;
+  /// --precision and the loss scale (sim/engines/mixed_precision.h).
+  MixedPrecision precision;
   // Dropout's masks (core/dropout.h): keyed by example (the default) or per replica,
   // under the run's seed (Train sets it from TrainConfig::seed).
   DropoutRng dropout_rng = DropoutRng::kKeyed;
@@ -93,6 +96,11 @@ struct StepResult {
   /// much; Keras's mean of means gives a short micro-batch's examples more); 0 when
   /// not accumulating.
   double max_example_weight = 0;
+  /// --loss-scale dynamic: the scale this step's loss was multiplied by (0: none),
+  /// and whether the update was skipped (a gradient overflowed; every replica
+  /// skipped it unless --loss-scale-check let them disagree).
+  float loss_scale = 0;
+  bool skipped = false;
 };
 
 /// The examples of one step (or one micro-batch): per replica, indices into the training set.
@@ -169,6 +177,11 @@ class Cluster final : public TrainingEngine {
     // Gradient accumulation: the sum of the group's micro-batch gradients so far.
     std::vector<float> accumulated;
     std::vector<std::int64_t> accumulated_words;
+    // --loss-scale dynamic: this replica's copy of the LossScaleOptimizer's state (the
+    // copies move together unless --loss-scale-check each-replica lets one skip
+    // alone), and whether its own gradient was finite before the all-reduce.
+    DynamicLossScale loss_scale;
+    bool local_finite = true;
   };
   // One step's (or micro-batch's) examples, gathered into images_ and labels_.
   struct StepLayout {
@@ -263,7 +276,16 @@ class Cluster final : public TrainingEngine {
   Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets);
   // The optimizer update with the reduced gradient (CentralStorage: on the host,
   // then broadcast); Runtime if it made a variable non-finite.
-  Status ApplyUpdate(float learning_rate, std::int64_t step);
+  // The optimizer step after the collective; with a dynamic loss scale, each
+  // replica applies or skips it as --loss-scale-check says, and result says how.
+  Status ApplyUpdate(float learning_rate, std::int64_t step, StepResult& result);
+  // With a dynamic loss scale: the replicas' gradients unscaled after the collective.
+  void Unscale();
+  // The loss scale of this step (1 without one).
+  float LossScaleFactor() const;
+  // With a dynamic loss scale: the all-reduced gradient holds an inf or a NaN (the
+  // step is skipped under --loss-scale-check reduced).
+  bool ReducedGradientOverflowed() const;
 
   const Sequential<float>& model_;
   ClusterConfig config_;

@@ -186,7 +186,7 @@ StatusOr<StepResult> Cluster::TrainAccumulatedStep(const ImageDataset& data,
     }
     result.check = reference_->Check(config_, config_.math, distributed);
   }
-  DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step));
+  DTLAB_RETURN_IF_ERROR(ApplyUpdate(learning_rate, step, result));
   return result;
 }
 

@@ -34,6 +34,10 @@ void Cluster::ExportState(TrainingState& state) const {
   state.optimizer->set_iterations(source.iterations());
   const SparseCategoricalAccuracy merged = MergedAccuracy();
   state.train_accuracy = merged;
+  // Replica 0's loss scale, as reading TF's (mirrored) variable does.
+  state.loss_scale.reset();
+  if (config_.precision.dynamic_loss_scale)
+    state.loss_scale = {replicas_[0].loss_scale.scale(), replicas_[0].loss_scale.counter()};
 }
 
 void Cluster::ImportState(const TrainingState& state) {
@@ -48,6 +52,14 @@ void Cluster::ImportState(const TrainingState& state) {
   if (central()) load(host_params_, *host_optimizer_);
   // The merged metric state lives on replica 0; summing states reads it back unchanged.
   accuracies_[0] = state.train_accuracy;
+  // A checkpoint's loss scale continues (a counter at or past a smaller
+  // --loss-scale-growth-steps restarts the count); one without starts afresh.
+  if (config_.precision.dynamic_loss_scale && state.loss_scale)
+    for (auto& replica : replicas_) {
+      const std::int64_t counter =
+          state.loss_scale->counter < replica.loss_scale.growth_steps() ? state.loss_scale->counter : 0;
+      (void)replica.loss_scale.Restore(state.loss_scale->scale, counter);  // both checked when restored
+    }
 }
 
 Status Cluster::CheckStepLoss(const StepResult& result, std::int64_t step, std::int64_t epoch) {

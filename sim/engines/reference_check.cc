@@ -24,7 +24,7 @@ std::int64_t UlpDistance(float a, float b) {
 }
 
 VariableCheck CompareWithBound(std::string name, std::span<const float> distributed, std::span<const float> reference,
-                               std::span<const float> magnitudes, double additions) {
+                               std::span<const float> magnitudes, double additions, std::span<const float> extra) {
   VariableCheck check;
   check.name = std::move(name);
   double dot = 0, norm = 0;
@@ -32,7 +32,7 @@ VariableCheck CompareWithBound(std::string name, std::span<const float> distribu
     const double d = distributed[i], r = reference[i];
     const double diff = std::abs(d - r);
     const double magnitude = magnitudes.empty() ? 0.0 : magnitudes.size() == 1 ? magnitudes[0] : magnitudes[i];
-    const double bound = 1.01 * additions * kFloatUnitRoundoff * magnitude;
+    const double bound = 1.01 * additions * kFloatUnitRoundoff * magnitude + (extra.empty() ? 0.0 : extra[i]);
     double fraction = bound > 0 ? diff / bound : (diff == 0 ? 0.0 : std::numeric_limits<double>::infinity());
     if (std::isnan(diff)) fraction = std::numeric_limits<double>::infinity();
     check.max_abs_diff =

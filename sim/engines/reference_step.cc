@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace dtlab {
 namespace {
@@ -57,6 +59,23 @@ std::int64_t ReferenceStep::Prepare(const LossCode& loss, const Distributed& ste
   return denominator;
 }
 
+namespace {
+
+std::string ReferenceOverflowCause(ComputeType half, float scale, std::int64_t replicas) {
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "one device's gradient on the whole global batch overflowed %s at loss scale %g (one device would "
+                "skip this step and halve its scale), while each of the %lld replicas' gradients, about a 1/%lld "
+                "share, fit and their float32 sum is finite: %lld replicas tolerate a loss scale about %lld times "
+                "larger than one device",
+                std::string(ComputeTypeName(half)).c_str(), static_cast<double>(scale),
+                static_cast<long long>(replicas), static_cast<long long>(replicas), static_cast<long long>(replicas),
+                static_cast<long long>(replicas));
+  return text;
+}
+
+}  // namespace
+
 StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step) {
   // One device on the whole global batch, same weights, the same loss code with N = 1.
   const ParameterList<float>& weights = *step.weights;
@@ -66,9 +85,29 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     grads_ = model_.ZeroParameters();
     magnitudes_ = model_.ZeroParameters();
   }
+  // A loss scale and a half policy: as a replica computes (Cluster::ComputeReplicas):
+  // the scaled loss, the gradient rounded to the half type before the (scaled)
+  // regularization, then unscaled; the magnitudes unscaled alike.
+  const float scale = step.loss_scale;
+  if (scale != 1.0f)
+    for (float& c : coefficients_) c *= scale;
   const BatchSegment whole{&weights, 0, total, &grads_, &magnitudes_};
   runner_.Run(*step.images, step.labels, coefficients_, losses_, predictions_, std::span(&whole, 1));
-  model_.AddRegularizationGradient(weights, 1.0f, grads_);
+  const ComputeType half = model_.compute_type();
+  bool reference_overflowed = false;  // one device's half gradient held an inf or a NaN
+  if (half != ComputeType::kFloat32)
+    for (Tensor<float>& g : grads_) {
+      RoundToComputeType(g.span(), half);
+      for (const float v : g.span()) reference_overflowed |= !std::isfinite(v);
+    }
+  model_.AddRegularizationGradient(weights, scale, grads_);
+  if (scale != 1.0f) {
+    for (Tensor<float>& g : grads_)
+      for (float& v : g.span()) v /= scale;
+    for (Tensor<float>& m : magnitudes_)
+      for (float& v : m.span()) v /= scale;
+    for (float& c : coefficients_) c /= scale;
+  }
   float reference_loss = ComputeAverageLoss<float>(losses_, {}, denominator) + model_.RegularizationLoss(weights);
   if (step.device_backend) {
     // A device backend sums over examples its own way (exact mode's per-example
@@ -102,7 +141,7 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
   const std::int64_t accumulated = micro_batches > 1 ? 2 * micro_batches + (step.divided_by_micro_batches ? 3 : 0) : 0;
 
   std::size_t offset = 0;
-  std::vector<float> magnitudes;
+  std::vector<float> magnitudes, extra;
   for (std::size_t p = 0; p < grads_.size(); ++p) {
     const Tensor<float>& g = grads_[p];
     const auto size = static_cast<std::size_t>(g.size());
@@ -110,11 +149,23 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     const double additions = static_cast<double>(distributed_rows * terms + distributed_chunks + n + 4 +
                                                  reference_rows * terms + reference_chunks + 4 + accumulated);
     magnitudes.assign(magnitudes_[p].data(), magnitudes_[p].data() + size);
+    // A half policy rounds each replica's data gradient and the reference's once to
+    // the half type: at most half an ulp of it each (u_half relative to |g_r| <=
+    // sum|x_i|, its whole sum bounded by the magnitude), and below float16's normal
+    // range half its smallest subnormal, 2^-25, before unscaling.
+    extra.clear();
+    if (half != ComputeType::kFloat32) {
+      const double u_half = half == ComputeType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+      const double floor =
+          half == ComputeType::kFloat16 ? std::ldexp(1.0, -25) * static_cast<double>(n + 1) / scale : 0.0;
+      extra.resize(size);
+      for (std::size_t i = 0; i < size; ++i) extra[i] = static_cast<float>(2.0 * u_half * magnitudes[i] + floor);
+    }
     if (const double l2 = model_.parameters()[p].spec.l2; l2 != 0.0)  // the regularization term 2*l2*|w|
       for (std::size_t i = 0; i < size; ++i)
         magnitudes[i] += static_cast<float>(2.0 * l2) * std::abs(weights[p][static_cast<std::int64_t>(i)]);
     check.variables.push_back(CompareWithBound(model_.parameters()[p].name, step.reduced_gradient.subspan(offset, size),
-                                               std::span(g.data(), size), magnitudes, additions));
+                                               std::span(g.data(), size), magnitudes, additions, extra));
     offset += size;
   }
   double loss_magnitude = std::abs(model_.RegularizationLoss(weights));
@@ -133,6 +184,9 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
     check.explanation += !step.mismatch_cause.empty()
                              ? step.mismatch_cause
                              : loss.FastMismatchCause(static_cast<std::int32_t>(n), n_times, model_.regularized());
+    // The replicas' gradients were finite (a step they skip is not checked), so the
+    // half type's range, not a loss code, is the cause.
+    if (reference_overflowed) check.explanation = ReferenceOverflowCause(half, scale, n);
   }
   return check;
 }

@@ -53,6 +53,9 @@ class ReferenceStep {
     /// Dropout's masks as the replicas drew them (the reference draws its own under
     /// the same rule, as one replica holding the whole batch).
     DropoutStep dropout;
+    /// --loss-scale dynamic: the scale this step's loss was multiplied by (1: none);
+    /// `reduced_gradient` is unscaled.
+    float loss_scale = 1.0f;
   };
   /// Compares `step` with the reference under `loss` and `math`; sets the
   /// gradients' L2 norms.

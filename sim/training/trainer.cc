@@ -394,6 +394,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   const ImageDataset& train = data.train;
   DTLAB_ASSIGN_OR_RETURN(
       auto model, MakeModel<float>(config.model, {train.height, train.width, train.channels}, train.num_classes));
+  model->set_compute_type(config.cluster.precision.compute);  // Keras's dtype policy (--precision)
   DTLAB_RETURN_IF_ERROR(CheckRunCanStart(config, *model, train));
   OptimizerOptions optimizer_options;
   optimizer_options.momentum = config.momentum;
@@ -453,7 +454,13 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     if (config.stop_request != nullptr && !async) request.stop_after_step = stop_requested;
     // After every optimizer step: the dump, the reference check, the simulated
     // time, the running metrics, the observer and the checkpoints.
+    float loss_scale = 0;
+    std::int64_t skipped = 0;
     auto on_step = [&](const EngineStep& step) -> Status {
+      if (step.result != nullptr) {
+        loss_scale = step.result->loss_scale;
+        skipped += step.result->skipped ? 1 : 0;
+      }
       DTLAB_RETURN_IF_ERROR(DumpStepIfAsked(config, *model, train, step, learning_rate));
       if (step.result != nullptr && step.result->check) {
         report.reference_check->Add(*step.result->check);
@@ -496,8 +503,11 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     const TestMetrics test = checkpoints.chief() ? EvaluateTestSet(evaluator, engine.variables(), data.test,
                                                                    config.global_batch_size(), config.cluster.math)
                                                  : TestMetrics{};
-    const EpochReport epoch_report =
+    EpochReport epoch_report =
         MakeEpochReport(state, learning_rate, engine.MergedAccuracy(), test, epoch_train_seconds, steps_this_epoch);
+    epoch_report.loss_scale = loss_scale;
+    epoch_report.skipped_steps = skipped;
+    report.skipped_steps += skipped;
     report.epochs.push_back(epoch_report);
     observer->OnEpochEnd(epoch_report);
     DTLAB_RETURN_IF_ERROR(checkpoints.AppendMetrics(epoch_report));

@@ -124,6 +124,10 @@ struct EpochReport {
   float train_loss = 0, train_accuracy = 0, test_loss = 0, test_accuracy = 0;
   double seconds = 0;
   std::int64_t steps = 0;  // optimizer steps taken in this epoch (this run)
+  // --loss-scale dynamic: the scale of the epoch's last step and the steps whose
+  // update was skipped (a gradient overflowed); loss_scale 0 without one.
+  float loss_scale = 0;
+  std::int64_t skipped_steps = 0;
 };
 
 /// The reference check over a whole run (--check-reference).
@@ -211,6 +215,7 @@ struct TrainReport {
   std::int64_t collective_bytes = 0;    // bytes all collectives moved between replicas
   std::vector<std::int64_t> staleness;  // parameter_server: per update, in update order
   std::uint64_t weights_digest = 0;     // FNV-1a of the final variables' bytes: equal digests, equal bits
+  std::int64_t skipped_steps = 0;       // --loss-scale dynamic: updates skipped in this run (overflows)
   int stopped_by = 0;                   // TrainConfig::stop_request's value (a signal) when the run stopped early on it
 };
 

@@ -59,6 +59,13 @@ for backend in "${backends[@]}"; do
   check_json fast.$backend "not any(s['within_bound'] or s['reference_within_bound'] for r in d['runs'] if r['name'] == 'per-replica' for s in r['steps'])"
 done
 
+# A half policy stays on the CPU: the device kernels compute in float32
+# (MakeDevicePlan refuses them); nothing is compared, nothing fails.
+expect_exit 0 mixed.emulated -- "$DTLAB" replay mixed-precision-overflow --backend emulated --math fast --json
+check_json mixed.emulated "d['passed'] and d['steps_compared'] == 0 and all(r['cpu_only'] for r in d['runs'])"
+expect_exit 2 mixed.train -- "$DTLAB" train --backend emulated --precision mixed_float16 --steps 1
+expect_contains mixed.train err "the device kernels compute in float32"
+
 # dtlab train --backend: the emulated device trains to the CPU's bits in exact mode.
 for backend in cpu emulated; do
   expect_exit 0 train.$backend -- "$DTLAB" train --backend "$backend" --math exact --replicas 3 --steps 3 --epochs 1 --json

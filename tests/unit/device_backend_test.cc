@@ -181,6 +181,21 @@ TEST(DevicePlan, RefusesALayerWithoutADeviceKernel) {
       << plan.status().message();
 }
 
+TEST(DevicePlan, RefusesAHalfPolicy) {
+  // The device kernels compute in float32: a mixed policy's roundings would be lost.
+  auto model = MakeModel<float>("seed-cnn", {28, 28, 1}, 10);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE(MakeDevicePlan(**model).ok());
+  for (const ComputeType half : {ComputeType::kFloat16, ComputeType::kBFloat16}) {
+    (*model)->set_compute_type(half);
+    auto plan = MakeDevicePlan(**model);
+    ASSERT_FALSE(plan.ok());
+    EXPECT_NE(plan.status().message().find("--precision mixed_" + std::string(ComputeTypeName(half))),
+              std::string::npos)
+        << plan.status().message();
+  }
+}
+
 TEST(ExactWords, CarryGivesOneFormPerValueWhateverTheOrderOfTheTerms) {
   // A device thread adds its terms in its own order and carries (ExactCarry); the
   // CPU in another order. The carried words must be equal, digits in [0, 2^32),
