@@ -183,6 +183,74 @@ int ReportStop(const TrainConfig& config, const TrainReport& report, std::FILE* 
   return ExitCodeForStop(report.stopped_by);
 }
 
+// --dry-run: the estimate on `human` (and as JSON); exit 0, or 2 when the run
+// would not fit (the refusal on stderr, as a real run would print it).
+int ReportDryRun(const TrainConfig& config, const DryRunReport& dry, std::FILE* human, bool json) {
+  const MemoryEstimate& m = dry.memory;
+  const bool time_known = dry.time_not_estimated.empty();
+  if (human != nullptr) {
+    std::fprintf(human, "Dry run: %s, %d replica%s, global batch %lld, %s mode, %lld steps\n",
+                 std::string(StrategyName(config.cluster.strategy)).c_str(), config.cluster.replicas,
+                 config.cluster.replicas == 1 ? "" : "s", static_cast<long long>(config.global_batch_size()),
+                 std::string(MathModeName(config.cluster.math)).c_str(), static_cast<long long>(dry.steps));
+    std::fprintf(human, "Memory, estimated peak %s:\n", BytesText(dry.peak_bytes).c_str());
+    std::fprintf(human, "  already held (data set, code)   %s\n", BytesText(dry.resident_bytes).c_str());
+    std::fprintf(human, "  replicas                        %s (%s each)\n", BytesText(m.replicas_bytes).c_str(),
+                 BytesText(m.per_replica_bytes).c_str());
+    std::fprintf(human, "  a step's batch and workspaces   %s\n", BytesText(m.batch_bytes).c_str());
+    std::fprintf(human, "  one step's message log          %s\n", BytesText(m.message_log_bytes).c_str());
+    if (dry.available)
+      std::fprintf(human, "  available                       %s (%s); at most %d replica%s fit\n",
+                   BytesText(dry.available->bytes).c_str(), dry.available->source.c_str(), dry.largest_replicas,
+                   dry.largest_replicas == 1 ? "" : "s");
+    if (time_known)
+      std::fprintf(human,
+                   "Simulated time (cost model): %.4g s per step (compute %.4g s, collectives %.4g s moving %s), "
+                   "%.4g s for %lld steps\n",
+                   dry.step.compute_seconds + dry.step.collective_seconds, dry.step.compute_seconds,
+                   dry.step.collective_seconds, BytesText(static_cast<double>(dry.step.collective_bytes)).c_str(),
+                   dry.simulated_seconds, static_cast<long long>(dry.steps));
+    else
+      std::fprintf(human, "Simulated time: not estimated (%s)\n", dry.time_not_estimated.c_str());
+    std::fprintf(human, "%s\n", dry.fits.ok() ? "The run fits; nothing was trained." : "The run would NOT fit.");
+    std::fflush(human);
+    if (json) {
+      nlohmann::json out = {{"dry_run", true},
+                            {"strategy", StrategyName(config.cluster.strategy)},
+                            {"replicas", config.cluster.replicas},
+                            {"global_batch", config.global_batch_size()},
+                            {"math", MathModeName(config.cluster.math)},
+                            {"steps", dry.steps},
+                            {"peak_bytes", dry.peak_bytes},
+                            {"resident_bytes", dry.resident_bytes},
+                            {"replicas_bytes", m.replicas_bytes},
+                            {"per_replica_bytes", m.per_replica_bytes},
+                            {"batch_bytes", m.batch_bytes},
+                            {"message_log_bytes", m.message_log_bytes},
+                            {"fits", dry.fits.ok()}};
+      if (dry.available) {
+        out["available_bytes"] = dry.available->bytes;
+        out["available_source"] = dry.available->source;
+        out["largest_replicas"] = dry.largest_replicas;
+      }
+      if (time_known) {
+        out["simulated_seconds"] = dry.simulated_seconds;
+        out["step_compute_seconds"] = dry.step.compute_seconds;
+        out["step_collective_seconds"] = dry.step.collective_seconds;
+        out["step_collective_bytes"] = dry.step.collective_bytes;
+      } else {
+        out["time_not_estimated"] = dry.time_not_estimated;
+      }
+      PrintJson(out);
+    }
+  }
+  if (!dry.fits.ok()) {
+    std::fprintf(stderr, "dtlab train: %s\n", dry.fits.message().c_str());
+    return 2;
+  }
+  return 0;
+}
+
 constexpr const char* kTrainExamples =
     "  Train the tutorial's model on one device for one epoch:\n"
     "    dtlab train --epochs 1\n"
@@ -196,6 +264,8 @@ constexpr const char* kTrainExamples =
     "    dtlab train --replicas 4 --checkpoint-dir ckpt --checkpoint-every 100\n"
     "  Kill replica 2 at step 5 and see the run stop with exit 3:\n"
     "    dtlab train --replicas 4 --steps 10 --inject-fault die:replica=2,step=5\n"
+    "  What 1024 replicas in exact mode would need, memory and simulated time, without training:\n"
+    "    dtlab train --replicas 1024 --batch-per-replica 1 --math exact --dry-run\n"
     "  Save the run as a scenario file, then run it:\n"
     "    dtlab train --replicas 8 --steps 30 --save-scenario my.toml && dtlab run my.toml\n";
 
@@ -427,6 +497,7 @@ int TrainCommand(const std::vector<std::string>& args) {
 #ifdef DTLAB_WITH_MPI
   if (run.group) run.group->Finish();
 #endif
+  if (report->dry_run) return ReportDryRun(config, *report->dry_run, run.rank == 0 ? human : nullptr, json);
   if (report->stopped_by != 0) return ReportStop(config, *report, run.rank == 0 ? human : nullptr, json);
   if (run.rank != 0) return report->reference_check && !report->reference_check->within_bound ? 1 : 0;
   const bool async = config.cluster.strategy == StrategyKind::kParameterServer;

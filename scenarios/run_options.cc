@@ -15,6 +15,7 @@
 #include "sim/engines/mixed_precision.h"
 #include "sim/engines/strategy.h"
 #include "sim/timing/topology.h"
+#include "sim/training/memory_estimate.h"
 
 namespace dtlab {
 namespace {
@@ -371,6 +372,21 @@ std::vector<RunOption> MakeTable() {
        .help = "parameter_server: a worker's step takes (1 + spread x uniform[0,1)) x its compute time",
        .apply = [](V v, S s) { s.config.straggler_spread = Real(v); return Ok(); },
        .read = [](R s) -> Read { return AsReal(s.config.straggler_spread); }},
+      {.group = kOutputs, .flag = "dry-run", .type = kSwitch, .process_only = true,
+       .help = "print the run's estimated peak memory and its simulated time (the cost model), and the most "
+               "replicas that fit; train nothing (exit 2 if the run would not fit)",
+       .apply = [](V v, S s) { s.config.dry_run = std::get<bool>(v); return Ok(); },
+       .read = [](R s) -> Read { return OptionValue(s.config.dry_run); }},
+      {.group = kCluster, .flag = "max-memory", .type = kText, .process_only = true,
+       .help = "refuse (exit 2) a run whose estimated peak memory is above this, e.g. 4G, 512M, 1.5GiB "
+               "(K, M, G, T and KiB..TiB are powers of 1024; KB, MB, GB, TB of 1000); default: what the machine "
+               "has available",
+       .apply = [](V v, S s) {
+         if (Text(v).empty()) return Ok();
+         DTLAB_ASSIGN_OR_RETURN(s.config.max_memory_bytes, ParseByteSize(Text(v), "--max-memory"));
+         return Ok();
+       },
+       .read = [](R s) -> Read { return AsText(s.config.max_memory_bytes > 0 ? BytesText(s.config.max_memory_bytes) : ""); }},
       {.group = kOutputs, .flag = "json", .type = kSwitch, .process_only = true,
        .help = "print one JSON summary on stdout (the per-epoch lines go to stderr)",
        .apply = [](V v, S s) { s.json = std::get<bool>(v); return Ok(); },

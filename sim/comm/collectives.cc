@@ -98,6 +98,73 @@ void ScheduleAllReduce(Transport<T>& transport, AllReduceAlgorithm algorithm, st
   algorithm.info().schedule(transport, {count, op == ReduceOp::kMean, replicas_per_worker});
 }
 
+void ScheduleReduce(ScheduleTransport& transport, std::int64_t count, std::int32_t root, bool divide) {
+  const std::int32_t n = transport.num_replicas();
+  for (std::int32_t owner = 0; owner < n; ++owner) {
+    const ElementRange chunk = Chunk(count, n, owner);
+    transport.BeginTransfer(owner, chunk.count, divide);
+    for (std::int32_t r = 0; r < n; ++r) transport.AddSource(r, BufferRole::kInput, chunk.begin, 0);
+    transport.AddDestination(root, chunk.begin, 1);
+  }
+  transport.Run();
+}
+
+void ScheduleBroadcast(ScheduleTransport& transport, std::int64_t count, std::int32_t root) {
+  const std::int32_t n = transport.num_replicas();
+  for (std::int32_t owner = 0; owner < n; ++owner) {
+    const ElementRange chunk = Chunk(count, n, owner);
+    transport.BeginTransfer(owner, chunk.count, false);
+    transport.AddSource(root, BufferRole::kInput, chunk.begin, 0);
+    for (std::int32_t r = 0; r < n; ++r)
+      if (r != root) transport.AddDestination(r, chunk.begin, 1);
+  }
+  transport.Run();
+}
+
+namespace {
+
+// A transport that moves nothing: it records the messages a schedule would send,
+// as InProcessTransport does (a source or destination other than the combiner is a
+// message of the transfer's bytes; an empty transfer sends nothing).
+class RecordingTransport final : public ScheduleTransport {
+ public:
+  RecordingTransport(std::int32_t replicas, std::int64_t element_bytes, MessageLog& log)
+      : replicas_(replicas), element_bytes_(element_bytes), log_(&log) {}
+  std::int32_t num_replicas() const override { return replicas_; }
+  void BeginTransfer(std::int32_t combiner, std::int64_t count, bool /*divide*/) override {
+    combiner_ = combiner;
+    bytes_ = count * element_bytes_;
+  }
+  void AddSource(std::int32_t replica, BufferRole /*role*/, std::int64_t /*offset*/, std::int32_t phase) override {
+    if (bytes_ > 0 && replica != combiner_) log_->Record({phase, replica, combiner_, bytes_});
+  }
+  void AddDestination(std::int32_t replica, std::int64_t /*offset*/, std::int32_t phase) override {
+    if (bytes_ > 0 && replica != combiner_) log_->Record({phase, combiner_, replica, bytes_});
+  }
+  void Run() override {}
+
+ private:
+  std::int32_t replicas_;
+  std::int64_t element_bytes_;
+  MessageLog* log_;
+  std::int32_t combiner_ = 0;
+  std::int64_t bytes_ = 0;
+};
+
+}  // namespace
+
+CollectiveRecord RecordSchedule(std::string name, std::int32_t replicas, std::int64_t count, std::int64_t element_bytes,
+                                const std::function<void(ScheduleTransport&)>& emit) {
+  MessageLog log;
+  log.Begin(std::move(name), 0, replicas, count * element_bytes);
+  if (replicas > 1) {
+    RecordingTransport transport(replicas, element_bytes, log);
+    emit(transport);
+  }
+  log.End();
+  return log.collectives().front();
+}
+
 template <typename T>
 void AllReduce(std::span<const std::span<T>> buffers, ReduceOp op, const CollectiveOptions& options) {
   assert(!buffers.empty());
@@ -124,17 +191,9 @@ void Reduce(std::span<const std::span<T>> buffers, std::int32_t root, ReduceOp o
   CheckSameSizes(buffers, buffers[0].size());
   const std::int64_t count = static_cast<std::int64_t>(buffers[0].size());
   BeginRecord<T>(options, "reduce", buffers.size(), buffers[0].size());
-  if (n > 1) {
-    OverTransport(InPlace(buffers), options, [&](Transport<T>& runner) {
-      for (std::int32_t owner = 0; owner < n; ++owner) {
-        const ElementRange chunk = Chunk(count, n, owner);
-        runner.BeginTransfer(owner, chunk.count, op == ReduceOp::kMean);
-        for (std::int32_t r = 0; r < n; ++r) runner.AddSource(r, BufferRole::kInput, chunk.begin, 0);
-        runner.AddDestination(root, chunk.begin, 1);
-      }
-      runner.Run();
-    });
-  }
+  if (n > 1)
+    OverTransport(InPlace(buffers), options,
+                  [&](Transport<T>& runner) { ScheduleReduce(runner, count, root, op == ReduceOp::kMean); });
   if (options.log != nullptr) options.log->End();
 }
 
@@ -148,18 +207,8 @@ void Broadcast(std::span<const std::span<T>> buffers, std::int32_t root, const C
   CheckSameSizes(buffers, buffers[0].size());
   const std::int64_t count = static_cast<std::int64_t>(buffers[0].size());
   BeginRecord<T>(options, "broadcast", buffers.size(), buffers[0].size());
-  if (n > 1) {
-    OverTransport(InPlace(buffers), options, [&](Transport<T>& runner) {
-      for (std::int32_t owner = 0; owner < n; ++owner) {
-        const ElementRange chunk = Chunk(count, n, owner);
-        runner.BeginTransfer(owner, chunk.count, false);
-        runner.AddSource(root, BufferRole::kInput, chunk.begin, 0);
-        for (std::int32_t r = 0; r < n; ++r)
-          if (r != root) runner.AddDestination(r, chunk.begin, 1);
-      }
-      runner.Run();
-    });
-  }
+  if (n > 1)
+    OverTransport(InPlace(buffers), options, [&](Transport<T>& runner) { ScheduleBroadcast(runner, count, root); });
   if (options.log != nullptr) options.log->End();
 }
 

@@ -18,7 +18,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 
 #include "sim/comm/all_reduce_registry.h"
 #include "sim/comm/faults.h"
@@ -72,6 +74,20 @@ struct CollectiveOptions {
 template <typename T>
 void ScheduleAllReduce(Transport<T>& transport, AllReduceAlgorithm algorithm, std::int64_t count, ReduceOp op,
                        std::int32_t replicas_per_worker = 0);
+
+/// The direct schedules of Reduce (chunk i summed by replica i, phase 0, then sent
+/// to `root`, phase 1) and Broadcast (the root scatters chunk i to replica i, which
+/// sends it to every other replica) over any transport. REQUIRES: N >= 2.
+void ScheduleReduce(ScheduleTransport& transport, std::int64_t count, std::int32_t root, bool divide);
+void ScheduleBroadcast(ScheduleTransport& transport, std::int64_t count, std::int32_t root);
+
+/// The record of one collective of `replicas` buffers of `count` elements of
+/// `element_bytes` each, as the message log would hold it after a real call, from
+/// its schedule alone (`emit` runs it over a transport that moves nothing): what
+/// the cost model needs to price a collective without allocating its buffers
+/// (dtlab train --dry-run).
+CollectiveRecord RecordSchedule(std::string name, std::int32_t replicas, std::int64_t count, std::int64_t element_bytes,
+                                const std::function<void(ScheduleTransport&)>& emit);
 
 /// In place: every buffer ends holding the reduction of all buffers.
 /// REQUIRES: all buffers have the same size.

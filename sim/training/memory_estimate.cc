@@ -4,12 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "core/exact_words.h"
+#include "core/text.h"
 
 namespace dtlab {
 
@@ -37,7 +42,35 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   return e;
 }
 
-std::optional<AvailableMemory> AvailableMemoryForRun() {
+double ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  double size = 0, resident = 0;
+  const long page = sysconf(_SC_PAGESIZE);
+  if (!(statm >> size >> resident) || page <= 0) return 0;
+  return resident * static_cast<double>(page);
+}
+
+std::int32_t LargestReplicasThatFit(const RunMemoryInput& input, double available_bytes) {
+  RunMemoryInput trial = input;
+  auto fits = [&](std::int32_t replicas) {
+    trial.replicas = replicas;
+    if (input.batch_per_replica > 0)
+      trial.global_batch = std::min(input.batch_per_replica * replicas, std::max(input.batch_limit, std::int64_t{1}));
+    return EstimateRunMemory(trial).total_bytes <= available_bytes;
+  };
+  if (!fits(1)) return 0;
+  std::int32_t low = 1, high = 1 << 20;  // fits(low); the answer is <= high
+  while (low < high) {
+    const std::int32_t middle = low + (high - low + 1) / 2;
+    if (fits(middle))
+      low = middle;
+    else
+      high = middle - 1;
+  }
+  return low;
+}
+
+std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes, double resident_bytes) {
   std::optional<AvailableMemory> best;
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);) {
@@ -58,6 +91,12 @@ std::optional<AvailableMemory> AvailableMemoryForRun() {
     const double bytes = static_cast<double>(limit.rlim_cur);
     if (!best || bytes < best->bytes) best = AvailableMemory{bytes, "the address-space limit (ulimit -v, RLIMIT_AS)"};
   }
+  if (max_memory_bytes > 0) {
+    const double bytes = std::max(max_memory_bytes - resident_bytes, 0.0);
+    if (!best || bytes < best->bytes)
+      best = AvailableMemory{bytes, "--max-memory " + BytesText(max_memory_bytes) + " less the " +
+                                        BytesText(resident_bytes) + " this process already holds"};
+  }
   return best;
 }
 
@@ -70,19 +109,62 @@ std::string BytesText(double bytes) {
   return text;
 }
 
+StatusOr<double> ParseByteSize(std::string_view text, std::string_view what) {
+  const std::string written(text);
+  auto refuse = [&] {
+    // Appended, not "'" + std::string: GCC 12 warns about that (-Wrestrict, a false positive).
+    std::string message(what);
+    message.append(" must be a size above 0 such as 4G, 512M or 1.5GiB (units B, K, M, G, T, KiB..TiB, KB..TB), got '")
+        .append(EscapeControl(written.substr(0, 40)))
+        .append("'");
+    return Status::InvalidArgument(message);
+  };
+  // A decimal number (not inf, nan or hexadecimal), then the unit.
+  if (written.empty() || !(std::isdigit(static_cast<unsigned char>(written[0])) || written[0] == '.') ||
+      (written.size() > 1 && (written[1] == 'x' || written[1] == 'X')))
+    return refuse();
+  char* parsed_end = nullptr;
+  const double value = std::strtod(written.c_str(), &parsed_end);
+  if (parsed_end == written.c_str() || !std::isfinite(value) || !(value > 0)) return refuse();
+  const auto end = static_cast<std::size_t>(parsed_end - written.c_str());
+  std::string unit = written.substr(end);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},         {"B", 1},        {"K", 0x1p10},   {"M", 0x1p20}, {"G", 0x1p30}, {"T", 0x1p40}, {"KiB", 0x1p10},
+      {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"KB", 1e3},   {"MB", 1e6},   {"GB", 1e9},   {"TB", 1e12}};
+  for (const auto& [name, factor] : kUnits)
+    if (unit == name) {
+      const double bytes = value * factor;
+      if (!std::isfinite(bytes) || bytes > 0x1p60) return refuse();
+      return bytes;
+    }
+  return refuse();
+}
+
+namespace {
+
+std::string FitText(const RunMemoryInput& in, double available_bytes) {
+  const std::int32_t most = LargestReplicasThatFit(in, available_bytes);
+  if (most == 0) return "not even 1 replica fits; ";
+  return "at most " + std::to_string(most) + " replica" + (most == 1 ? "" : "s") + " would fit; ";
+}
+
+}  // namespace
+
 Status CheckRunFitsInMemory(const MemoryEstimate& e, const RunMemoryInput& in,
                             const std::optional<AvailableMemory>& available) {
   if (!available || e.total_bytes <= available->bytes) return Status::Ok();
-  return Status::InvalidArgument(
-      "the run needs about " + BytesText(e.total_bytes) + " of memory (" + std::to_string(in.replicas) +
-      " replicas x " + BytesText(e.per_replica_bytes) +
-      " of weights, gradients, all-reduce buffer and optimizer "
-      "slots" +
-      (in.exact ? " and exact-mode accumulators" : "") + ", " + BytesText(e.batch_bytes) + " for a step's batch (" +
-      std::to_string(in.global_batch) + " examples) and the workspaces, " + BytesText(e.message_log_bytes) +
-      " for one step's message log), but only " + BytesText(available->bytes) + " is available (" + available->source +
-      "); use fewer --replicas, a smaller batch, or the tree or naive "
-      "all-reduce (docs/reliability.md, \"Memory\")");
+  return Status::InvalidArgument("the run needs about " + BytesText(e.total_bytes) + " of memory (" +
+                                 std::to_string(in.replicas) + " replicas x " + BytesText(e.per_replica_bytes) +
+                                 " of weights, gradients, all-reduce buffer and optimizer "
+                                 "slots" +
+                                 (in.exact ? " and exact-mode accumulators" : "") + ", " + BytesText(e.batch_bytes) +
+                                 " for a step's batch (" + std::to_string(in.global_batch) +
+                                 " examples) and the workspaces, " + BytesText(e.message_log_bytes) +
+                                 " for one step's message log), but only " + BytesText(available->bytes) +
+                                 " is available (" + available->source + "); " + FitText(in, available->bytes) +
+                                 "use fewer --replicas, a smaller batch, or the tree or naive "
+                                 "all-reduce (docs/reliability.md, \"Memory\")");
 }
 
 }  // namespace dtlab

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "sim/comm/collectives.h"
@@ -30,13 +31,17 @@
 namespace dtlab {
 
 struct RunMemoryInput {
-  std::int64_t parameter_values = 0;               // the model's P
-  std::int64_t optimizer_slots = 0;                // adam 2, rmsprop 1, sgd 0 or 1
-  std::int32_t replicas = 1;                       // replicas held by this process
-  bool exact = false;                              // exact mode: accumulator words per replica
-  bool accumulating = false;                       // gradient accumulation: one more gradient (or words) per replica
-  bool central_storage = false;                    // one more copy of weights and slots on the host
-  std::int64_t global_batch = 1;                   // examples gathered per step (the whole optimizer step's)
+  std::int64_t parameter_values = 0;  // the model's P
+  std::int64_t optimizer_slots = 0;   // adam 2, rmsprop 1, sgd 0 or 1
+  std::int32_t replicas = 1;          // replicas held by this process
+  bool exact = false;                 // exact mode: accumulator words per replica
+  bool accumulating = false;          // gradient accumulation: one more gradient (or words) per replica
+  bool central_storage = false;       // one more copy of weights and slots on the host
+  std::int64_t global_batch = 1;      // examples gathered per step (the whole optimizer step's)
+  // For LargestReplicasThatFit: examples per replica per step when the global batch
+  // grows with the replicas (--batch-per-replica; 0: it is fixed), up to batch_limit.
+  std::int64_t batch_per_replica = 0;
+  std::int64_t batch_limit = 0;
   std::int64_t example_values = 0;                 // input values of one example
   std::int64_t activation_values_per_example = 0;  // sum of the layers' outputs for one example
   std::int64_t chunk_size = 16;                    // examples per task (sim/compute/batch_runner.h)
@@ -61,16 +66,33 @@ struct AvailableMemory {
   std::string source;  // e.g. "MemAvailable in /proc/meminfo"
 };
 
-/// The smaller of MemAvailable (/proc/meminfo; else sysconf's available pages) and
-/// RLIMIT_AS when it is set; nothing when neither can be read.
-std::optional<AvailableMemory> AvailableMemoryForRun();
+/// The smallest of MemAvailable (/proc/meminfo; else sysconf's available pages),
+/// RLIMIT_AS when it is set, and `max_memory_bytes` (--max-memory, a limit on the
+/// process's peak: what it may still allocate is the limit less `resident_bytes`)
+/// when it is above 0; nothing when none is known.
+std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes = 0, double resident_bytes = 0);
+
+/// This process's resident set now (/proc/self/statm): the data set, the code. 0 if
+/// it cannot be read.
+double ResidentBytes();
+
+/// The most replicas (1 .. 2^20) whose estimate fits in `available_bytes` with
+/// everything else as in `input` (the global batch growing with them when
+/// input.batch_per_replica is set); 0 if not even one does.
+std::int32_t LargestReplicasThatFit(const RunMemoryInput& input, double available_bytes);
 
 /// Ok when the estimate fits; InvalidArgument (exit 2) with the estimate, what is
-/// available and how to fix it otherwise. Nothing known available: Ok.
+/// available, the most replicas that fit and how to fix it otherwise. Nothing known
+/// available: Ok.
 Status CheckRunFitsInMemory(const MemoryEstimate& estimate, const RunMemoryInput& input,
                             const std::optional<AvailableMemory>& available);
 
 /// "1.5 GiB", "320 MiB", "12 KiB", "80 B".
 std::string BytesText(double bytes);
+
+/// A size as a user writes it: a finite number above 0 with an optional unit, B,
+/// K/M/G/T or KiB..TiB (powers of 1024), KB/MB/GB/TB (powers of 1000), e.g. "4G",
+/// "512 MiB", "1.5e9". InvalidArgument naming `what` otherwise.
+StatusOr<double> ParseByteSize(std::string_view text, std::string_view what);
 
 }  // namespace dtlab

@@ -1,13 +1,69 @@
 #include "sim/training/run_timing.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "core/exact_words.h"
+#include "sim/comm/all_reduce_algorithm.h"
+#include "sim/comm/collectives.h"
 #include "sim/engines/cluster.h"
 #include "sim/timing/trace.h"
 
 namespace dtlab {
+
+StatusOr<StepTimeEstimate> EstimateFullStep(const TrainConfig& config, double flops_per_example,
+                                            std::int64_t parameter_values, std::string* not_estimated) {
+  StepTimeEstimate estimate;
+  const ClusterConfig& cluster = config.cluster;
+  if (cluster.strategy == StrategyKind::kParameterServer) {
+    *not_estimated = "parameter_server keeps an asynchronous clock: its time comes from the run";
+    return estimate;
+  }
+  const std::int32_t n = std::max(cluster.replicas, 1);
+  const std::int64_t share = (config.global_batch_size() + n - 1) / n;
+  estimate.compute_seconds = EstimateCompute(
+      flops_per_example * static_cast<double>(share * cluster.accumulation.steps), config.device_flops_per_second);
+  if (n == 1) return estimate;
+  // One record of 2n(n-1) messages at 4096 ring replicas is 800 MB: price the
+  // step only while its record stays small.
+  constexpr double kMaxMessages = 4e6;
+  const bool central = cluster.strategy == StrategyKind::kCentralStorage;
+  const double messages = central ? 2.0 * n * n : cluster.all_reduce.info().log_messages(n);
+  if (messages > kMaxMessages) {
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "one step's collectives send about %.3g messages, more than the %.0e the cost model is given at once",
+                  messages, kMaxMessages);
+    *not_estimated = text;
+    estimate.compute_seconds = 0;
+    return estimate;
+  }
+  DTLAB_ASSIGN_OR_RETURN(const Topology topology, Topology::Create(config.topology, n, config.link));
+  const bool exact = cluster.math == MathMode::kExact;
+  const std::int64_t words = exact ? parameter_values * kExactWords : parameter_values;
+  const std::int64_t word_bytes = exact ? 8 : 4;
+  std::vector<CollectiveRecord> records;
+  if (central) {
+    records.push_back(RecordSchedule("reduce", n, words, word_bytes,
+                                     [&](ScheduleTransport& t) { ScheduleReduce(t, words, 0, false); }));
+    records.push_back(RecordSchedule("broadcast", n, parameter_values, 4,
+                                     [&](ScheduleTransport& t) { ScheduleBroadcast(t, parameter_values, 0); }));
+  } else {
+    const AllReduceSpec spec{words, false, cluster.replicas_per_worker()};
+    records.push_back(RecordSchedule("all_reduce/" + std::string(AllReduceAlgorithmName(cluster.all_reduce)), n, words,
+                                     word_bytes,
+                                     [&](ScheduleTransport& t) { cluster.all_reduce.info().schedule(t, spec); }));
+  }
+  for (const CollectiveRecord& record : records) {
+    DTLAB_ASSIGN_OR_RETURN(const CollectiveCost cost, EstimateCollective(record, topology));
+    estimate.collective_seconds += cost.seconds;
+    for (const Message& m : record.messages) estimate.collective_bytes += m.bytes;
+  }
+  return estimate;
+}
 
 StatusOr<RunTiming> RunTiming::Create(const TrainConfig& config, double flops_per_example) {
   DTLAB_ASSIGN_OR_RETURN(Topology topology, Topology::Create(config.topology, config.cluster.replicas, config.link));

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -23,6 +24,18 @@
 #include "sim/engines/training_engine.h"
 
 namespace dtlab {
+
+/// The cost model's time of one full synchronous step, priced from the schedules
+/// alone (no buffer is allocated, no message sent): each replica computes its
+/// share of the global batch (ceil(G / N) examples, K micro-batches' worth with
+/// accumulation), then the step's collectives (the gradient's all-reduce; a reduce
+/// and a broadcast under central_storage), as RunTiming::AddStep adds them.
+/// (StepTimeEstimate is in sim/training/trainer.h, beside the report that holds it.)
+/// `not_estimated` says why when the step is not priced (parameter_server keeps an
+/// asynchronous clock; a collective of more messages than dtlab records at once):
+/// then the estimate is zero. InvalidArgument if the topology cannot be built.
+StatusOr<StepTimeEstimate> EstimateFullStep(const TrainConfig& config, double flops_per_example,
+                                            std::int64_t parameter_values, std::string* not_estimated);
 
 class RunTiming {
  public:

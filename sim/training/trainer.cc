@@ -218,8 +218,15 @@ Status CheckStepsReachable(const TrainConfig& config, std::int64_t train_example
   return Status::Ok();
 }
 
-// Refuses, before allocating, a run whose replicas cannot fit in memory.
-Status CheckFitsInMemory(const TrainConfig& config, const Sequential<float>& model, const ImageDataset& train) {
+// The cost model's work for one training example: forward and backward, about 6
+// flops per parameter value.
+double FlopsPerExample(const Sequential<float>& model) {
+  return 6.0 * static_cast<double>(model.num_parameter_values());
+}
+
+// What the memory estimate reads of the run (sim/training/memory_estimate.h).
+StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential<float>& model,
+                                     const ImageDataset& train) {
   RunMemoryInput input;
   input.parameter_values = model.num_parameter_values();
   DTLAB_ASSIGN_OR_RETURN(auto optimizer, MakeOptimizer(config.optimizer, OptimizerOptions{}));
@@ -232,6 +239,10 @@ Status CheckFitsInMemory(const TrainConfig& config, const Sequential<float>& mod
   // The reference check gathers a whole optimizer step, K micro-batches.
   input.global_batch =
       std::min(config.cluster.check_reference ? config.step_batch_size() : config.global_batch_size(), train.count);
+  if (!config.global_batch)  // --batch-per-replica: the batch grows with the replicas
+    input.batch_per_replica =
+        config.batch_per_replica * (config.cluster.check_reference ? config.cluster.accumulation.steps : 1);
+  input.batch_limit = train.count;
   input.example_values = train.height * train.width * train.channels;
   Shape shape = model.example_shape();
   for (const auto& layer : model.layers()) {
@@ -241,7 +252,35 @@ Status CheckFitsInMemory(const TrainConfig& config, const Sequential<float>& mod
   input.chunk_size = config.chunk_size;
   input.threads = tbb::this_task_arena::max_concurrency();
   input.all_reduce = config.cluster.all_reduce;
-  return CheckRunFitsInMemory(EstimateRunMemory(input), input, AvailableMemoryForRun());
+  return input;
+}
+
+// Refuses, before allocating, a run whose replicas cannot fit in memory.
+Status CheckFitsInMemory(const TrainConfig& config, const Sequential<float>& model, const ImageDataset& train) {
+  DTLAB_ASSIGN_OR_RETURN(const RunMemoryInput input, MemoryInput(config, model, train));
+  return CheckRunFitsInMemory(EstimateRunMemory(input), input,
+                              AvailableMemoryForRun(config.max_memory_bytes, ResidentBytes()));
+}
+
+// --dry-run: the memory estimate and the cost model's time, nothing trained or written.
+StatusOr<TrainReport> DryRun(const TrainConfig& config, const Sequential<float>& model, const ImageDataset& train) {
+  DTLAB_RETURN_IF_ERROR(CheckStepsReachable(config, train.count));
+  DTLAB_ASSIGN_OR_RETURN(const RunMemoryInput input, MemoryInput(config, model, train));
+  DryRunReport dry;
+  dry.memory = EstimateRunMemory(input);
+  dry.resident_bytes = ResidentBytes();
+  dry.peak_bytes = dry.resident_bytes + dry.memory.total_bytes;
+  dry.available = AvailableMemoryForRun(config.max_memory_bytes, dry.resident_bytes);
+  dry.fits = CheckRunFitsInMemory(dry.memory, input, dry.available);
+  if (dry.available) dry.largest_replicas = LargestReplicasThatFit(input, dry.available->bytes);
+  dry.steps = LastStep(config, train.count);
+  DTLAB_ASSIGN_OR_RETURN(dry.step, EstimateFullStep(config, FlopsPerExample(model), model.num_parameter_values(),
+                                                    &dry.time_not_estimated));
+  dry.simulated_seconds = static_cast<double>(dry.steps) * (dry.step.compute_seconds + dry.step.collective_seconds);
+  TrainReport report;
+  report.model_summary = model.Summary();
+  report.dry_run = std::move(dry);
+  return report;
 }
 
 // The engine of the run's strategy: synchronous replicas (Cluster) or
@@ -395,6 +434,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   DTLAB_ASSIGN_OR_RETURN(
       auto model, MakeModel<float>(config.model, {train.height, train.width, train.channels}, train.num_classes));
   model->set_compute_type(config.cluster.precision.compute);  // Keras's dtype policy (--precision)
+  if (config.dry_run) return DryRun(config, *model, train);
   DTLAB_RETURN_IF_ERROR(CheckRunCanStart(config, *model, train));
   OptimizerOptions optimizer_options;
   optimizer_options.momentum = config.momentum;
@@ -409,7 +449,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   RunCheckpoints checkpoints(config, *model, data.name, state, report);
   DTLAB_RETURN_IF_ERROR(checkpoints.Open(train.count));
 
-  const double flops_per_example = 6.0 * static_cast<double>(model->num_parameter_values());
+  const double flops_per_example = FlopsPerExample(*model);
   DTLAB_ASSIGN_OR_RETURN(RunEngine run_engine,
                          MakeRunEngine(config, *model, optimizer_options, state.params, flops_per_example));
   TrainingEngine& engine = *run_engine.engine;

@@ -34,6 +34,7 @@
 #include "sim/input/distributed_input.h"
 #include "sim/timing/topology.h"
 #include "sim/comm/worker_group.h"
+#include "sim/training/memory_estimate.h"
 
 namespace dtlab {
 
@@ -107,6 +108,12 @@ struct TrainConfig {
   /// Synchronous strategies stop after any step; parameter_server at the end of
   /// its epoch. Not owned; null: never.
   const std::atomic<int>* stop_request = nullptr;
+  /// --dry-run: estimate the run's memory and simulated time, train nothing
+  /// (TrainReport::dry_run).
+  bool dry_run = false;
+  /// --max-memory: refuse a run whose estimated peak exceeds this many bytes (0: no
+  /// limit but the machine's; sim/training/memory_estimate.h).
+  double max_memory_bytes = 0;
 
   std::int64_t global_batch_size() const { return global_batch.value_or(batch_per_replica * cluster.replicas); }
   /// The examples of one optimizer step: the global batch x --accumulation-steps
@@ -198,6 +205,26 @@ struct ResumeReport {
   std::int64_t epoch_examples = 0;  // examples in one epoch of the training set
 };
 
+/// One full synchronous step by the cost model (EstimateFullStep, sim/training/run_timing.h).
+struct StepTimeEstimate {
+  double compute_seconds = 0, collective_seconds = 0;
+  std::int64_t collective_bytes = 0;  // bytes the step's collectives move
+};
+
+/// --dry-run: what the run would cost, from the memory estimate and the cost model.
+struct DryRunReport {
+  MemoryEstimate memory;      // what the run would still allocate
+  double resident_bytes = 0;  // what the process holds already (the data set, the code)
+  double peak_bytes = 0;      // resident_bytes + memory.total_bytes: the estimated peak
+  std::optional<AvailableMemory> available;
+  Status fits;                        // Ok, or the refusal a real run would get (exit 2)
+  std::int32_t largest_replicas = 0;  // the most replicas that fit (0: nothing known available)
+  std::int64_t steps = 0;             // optimizer steps the run would take
+  StepTimeEstimate step;              // one full step, by the cost model
+  std::string time_not_estimated;     // why `step` is zero, if it is
+  double simulated_seconds = 0;       // steps x one full step
+};
+
 struct TrainReport {
   std::vector<EpochReport> epochs;
   std::int64_t steps = 0;               // total optimizer steps at the end
@@ -217,6 +244,7 @@ struct TrainReport {
   std::uint64_t weights_digest = 0;     // FNV-1a of the final variables' bytes: equal digests, equal bits
   std::int64_t skipped_steps = 0;       // --loss-scale dynamic: updates skipped in this run (overflows)
   int stopped_by = 0;                   // TrainConfig::stop_request's value (a signal) when the run stopped early on it
+  std::optional<DryRunReport> dry_run;  // --dry-run: set, and nothing was trained
 };
 
 /// What one synchronous step did, for observers that record per-step metrics

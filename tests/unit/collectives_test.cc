@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "sim/comm/all_reduce_algorithm.h"
 #include "sim/comm/collectives.h"
 
 namespace dtlab {
@@ -565,6 +566,53 @@ TEST(CollectivesLog, OtherCollectivesAreNamedAndSizedAsDocumented) {
 }
 
 // ---------------------------------------------------------------- names
+
+// RecordSchedule (dtlab train --dry-run) prices a collective from its schedule
+// alone: its record is the one a real call leaves in the message log.
+bool SameRecord(const CollectiveRecord& a, const CollectiveRecord& b) {
+  if (a.name != b.name || a.num_replicas != b.num_replicas || a.num_phases != b.num_phases ||
+      a.bytes_per_replica != b.bytes_per_replica || a.messages.size() != b.messages.size())
+    return false;
+  for (std::size_t i = 0; i < a.messages.size(); ++i)
+    if (a.messages[i].phase != b.messages[i].phase || a.messages[i].sender != b.messages[i].sender ||
+        a.messages[i].receiver != b.messages[i].receiver || a.messages[i].bytes != b.messages[i].bytes)
+      return false;
+  return true;
+}
+
+TEST(CollectivesLog, ARecordedScheduleIsWhatARealCallLogs) {
+  for (const AllReduceAlgorithm algorithm : kAllReduceAlgorithms) {
+    for (std::int32_t n : {2, 3, 6, 8}) {
+      for (std::int64_t count : {std::int64_t{0}, std::int64_t{5}, std::int64_t{1001}}) {
+        const std::int32_t per_worker = n % 2 == 0 ? 2 : 0;
+        CollectiveRecord real = LogAllReduce<std::int64_t>(algorithm, n, count, per_worker);
+        real.step = 0;
+        const AllReduceSpec spec{count, false, per_worker};
+        const CollectiveRecord recorded =
+            RecordSchedule("all_reduce/" + std::string(AllReduceAlgorithmName(algorithm)), n, count, 8,
+                           [&](ScheduleTransport& t) { algorithm.info().schedule(t, spec); });
+        EXPECT_TRUE(SameRecord(real, recorded))
+            << AllReduceAlgorithmName(algorithm) << " N=" << n << " count=" << count;
+      }
+    }
+  }
+  // Reduce and Broadcast, as central_storage prices them.
+  const std::int32_t n = 5;
+  const std::int64_t count = 1003;
+  std::vector<std::vector<float>> buffers = MakeInputs<float>(n, count);
+  MessageLog log;
+  CollectiveOptions options;
+  options.log = &log;
+  Reduce<float>(Spans(buffers), 0, ReduceOp::kSum, options);
+  Broadcast<float>(Spans(buffers), 0, options);
+  ASSERT_EQ(log.collectives().size(), 2u);
+  EXPECT_TRUE(SameRecord(log.collectives()[0], RecordSchedule("reduce", n, count, 4, [&](ScheduleTransport& t) {
+                           ScheduleReduce(t, count, 0, false);
+                         })));
+  EXPECT_TRUE(SameRecord(log.collectives()[1], RecordSchedule("broadcast", n, count, 4, [&](ScheduleTransport& t) {
+                           ScheduleBroadcast(t, count, 0);
+                         })));
+}
 
 TEST(Collectives, AlgorithmNamesRoundTrip) {
   for (AllReduceAlgorithm algorithm : kAllReduceAlgorithms) {

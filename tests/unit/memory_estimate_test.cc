@@ -73,6 +73,48 @@ TEST(MemoryEstimate, AvailableMemoryIsReadFromThisMachine) {
   EXPECT_FALSE(available->source.empty());
 }
 
+TEST(MemoryEstimate, TheLargestReplicaCountThatFits) {
+  RunMemoryInput input = Input(100000);
+  const double available = 8.0 * (1 << 30);
+  const std::int32_t most = LargestReplicasThatFit(input, available);
+  input.replicas = most;
+  EXPECT_LE(EstimateRunMemory(input).total_bytes, available);
+  input.replicas = most + 1;
+  EXPECT_GT(EstimateRunMemory(input).total_bytes, available);
+  // The refusal names it.
+  const RunMemoryInput asked = Input(100000);
+  const Status refused = CheckRunFitsInMemory(EstimateRunMemory(asked), asked, AvailableMemory{available, "x"});
+  EXPECT_NE(refused.message().find("at most " + std::to_string(most) + " replicas would fit"), std::string::npos)
+      << refused.message();
+  EXPECT_EQ(LargestReplicasThatFit(Input(1), 10), 0);  // not even one
+  // A batch per replica grows the global batch with the replicas.
+  RunMemoryInput growing = Input(4);
+  growing.batch_per_replica = 1000;
+  growing.batch_limit = 60000;
+  EXPECT_LT(LargestReplicasThatFit(growing, 1e8), LargestReplicasThatFit(Input(4), 1e8));
+}
+
+TEST(MemoryEstimate, MaxMemoryLimitsThePeak) {
+  const auto limited = AvailableMemoryForRun(1.0 * (1 << 30), 200.0 * (1 << 20));
+  ASSERT_TRUE(limited.has_value());
+  EXPECT_DOUBLE_EQ(limited->bytes, 824.0 * (1 << 20));  // the limit less what is resident
+  EXPECT_NE(limited->source.find("--max-memory 1.0 GiB less the 200.0 MiB"), std::string::npos) << limited->source;
+  EXPECT_GT(ResidentBytes(), 0);
+}
+
+TEST(MemoryEstimate, ParseByteSize) {
+  EXPECT_EQ(*ParseByteSize("4G", "--max-memory"), 4.0 * (1 << 30));
+  EXPECT_EQ(*ParseByteSize("512 MiB", "--max-memory"), 512.0 * (1 << 20));
+  EXPECT_EQ(*ParseByteSize("1.5GB", "--max-memory"), 1.5e9);
+  EXPECT_EQ(*ParseByteSize("1e6", "--max-memory"), 1e6);
+  EXPECT_EQ(*ParseByteSize("100B", "--max-memory"), 100.0);
+  for (const char* bad : {"", "0", "-4G", "4X", "inf", "nan", "0x10", "G", "1e400", "4 G B", "1e30T", "\x01"}) {
+    const auto parsed = ParseByteSize(bad, "--max-memory");
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("--max-memory must be a size above 0"), std::string::npos);
+  }
+}
+
 TEST(MemoryEstimate, BytesText) {
   EXPECT_EQ(BytesText(80), "80 B");
   EXPECT_EQ(BytesText(1536), "1.5 KiB");
