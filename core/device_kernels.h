@@ -297,6 +297,20 @@ struct Fill {
   DTLAB_HOST_DEVICE void operator()(Index i) const { x[i] = value; }
 };
 
+/// Dropout (core/dropout.h), forward and backward alike: out[i] = keep[i] ? in[i] *
+/// scale : +0, the product rounded first as TF's kernel does. The mask comes from
+/// the host, drawn by the Dropout layer's own code (DropoutKeepMask).
+struct DropoutApply {
+  const float* in;
+  const std::uint8_t* keep;
+  float scale;
+  float* out;
+  DTLAB_HOST_DEVICE void operator()(Index i) const {
+    const float scaled = in[i] * scale;
+    out[i] = keep[i] != 0 ? scaled : 0.0f;
+  }
+};
+
 /// Per example: the sparse softmax cross-entropy of its logits (portable math),
 /// the argmax (first on ties) and, if `dlogits` is not null, the loss's gradient
 /// times coefficients[e] (coefficients may be null without dlogits).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 
-#include "core/rng.h"
 
 namespace dtlab {
 
@@ -33,20 +32,18 @@ void Dropout<T>::Forward(std::span<const Tensor<T>* const> /*params*/, const Ten
     return;
   }
   // TF's order: x * scale first, then the select (scale and rate rounded to T).
-  const T scale = static_cast<T>(1.0 / (1.0 - rate_));
-  const float rate = static_cast<float>(rate_);
+  const T scale = DropoutScale<T>(rate_);
   const std::uint64_t key = DropoutStreamKey(context->seed, context->step, cache.layer);
   for (std::int64_t e = 0; e < batch; ++e) {
     const auto row = static_cast<std::size_t>(e);
     const std::uint64_t stream =
         row < context->example_streams.size() ? context->example_streams[row] : static_cast<std::uint64_t>(e);
-    CounterRng rng(key, RngPurpose::kDropout, stream);
+    std::int32_t* keep = cache.indices.data() + e * width;
+    DrawDropoutMask(key, stream, rate_, width, keep);
     for (std::int64_t k = 0; k < width; ++k) {
       const std::int64_t i = e * width + k;
-      const bool keep = rng.UniformFloat() >= rate;
       const T scaled = x[i] * scale;
-      cache.indices[static_cast<std::size_t>(i)] = keep;
-      y[i] = keep ? scaled : T(0);
+      y[i] = keep[k] != 0 ? scaled : T(0);
     }
   }
 }
@@ -61,7 +58,7 @@ void Dropout<T>::Backward(std::span<const Tensor<T>* const> /*params*/, const Te
     std::copy(dy.data(), dy.data() + dy.size(), dx->data());
     return;
   }
-  const T scale = rate_ >= 1.0 ? T(0) : static_cast<T>(1.0 / (1.0 - rate_));
+  const T scale = DropoutScale<T>(rate_);
   for (std::int64_t i = 0; i < dy.size(); ++i)
     (*dx)[i] = cache.indices[static_cast<std::size_t>(i)] != 0 ? dy[i] * scale : T(0);
 }

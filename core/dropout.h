@@ -25,6 +25,7 @@
 
 #include "core/enum_names.h"
 #include "core/layer.h"
+#include "core/rng.h"
 
 namespace dtlab {
 
@@ -52,6 +53,23 @@ inline std::uint64_t DropoutStream(DropoutRng rng, std::int64_t example, std::in
 /// Philox block of (step, layer) under the seed, so every (step, layer) has its own
 /// streams.
 std::uint64_t DropoutStreamKey(std::uint64_t seed, std::int64_t step, std::size_t layer);
+
+/// One example's mask at one layer and step: keep[k] = 1 where element k is kept
+/// (u >= float(rate)), from the stream `stream` under `key` (DropoutStreamKey). The
+/// CPU layer and the device backends (which draw on the host and apply on the
+/// device) both draw with it. REQUIRES: keep holds `width` values.
+template <typename Keep>
+void DrawDropoutMask(std::uint64_t key, std::uint64_t stream, double rate, std::int64_t width, Keep* keep) {
+  const float threshold = static_cast<float>(rate);
+  CounterRng rng(key, RngPurpose::kDropout, stream);
+  for (std::int64_t k = 0; k < width; ++k) keep[k] = static_cast<Keep>(rng.UniformFloat() >= threshold);
+}
+
+/// The factor a kept element is multiplied by: float(1 / (1 - rate)), computed in double.
+template <typename T>
+T DropoutScale(double rate) {
+  return rate >= 1.0 ? T(0) : static_cast<T>(1.0 / (1.0 - rate));
+}
 
 template <typename T>
 class Dropout final : public Layer<T> {

@@ -451,7 +451,14 @@ StatusOr<ScenarioResult> RunScenario(const Scenario& scenario, const ScenarioRun
         std::error_code ec;
         std::filesystem::copy(checkpointed.at(run.resume_from), config.checkpoint_dir,
                               std::filesystem::copy_options::recursive, ec);
-        if (ec) return Status::IOError("cannot copy the checkpoint of run '" + run.resume_from + "': " + ec.message());
+        if (ec) {
+          std::string why = "cannot copy the checkpoint of run '" + run.resume_from + "': ";
+          const auto from = std::find_if(result.runs.begin(), result.runs.end(),
+                                         [&](const RunResult& done) { return done.name == run.resume_from; });
+          if (from != result.runs.end() && !from->status.ok())
+            return from->status.WithContext(why.append("it saved none"));
+          return Status::IOError(why.append(ec.message()));
+        }
       }
     }
     if (i == 0) config.trace_path = options.trace_path;

@@ -11,6 +11,7 @@
 
 #include "core/conv2d.h"
 #include "core/dense.h"
+#include "core/dropout.h"
 #include "core/half_precision.h"
 #include "core/pooling.h"
 #include "core/reshape.h"
@@ -30,7 +31,7 @@ StatusOr<DevicePlan> MakeDevicePlan(const Sequential<float>& model) {
   for (const ModelParameter& p : model.parameters())
     plan.parameter_offsets.push_back(plan.parameter_offsets.back() + NumElements(p.spec.shape));
   Shape shape = model.example_shape();
-  std::size_t parameter = 0;
+  std::size_t parameter = 0, dropouts = 0;
   auto dims = [](const Shape& s, std::int64_t& h, std::int64_t& w, std::int64_t& c) {
     h = s.size() == 3 ? s[0] : 1;
     w = s.size() == 3 ? s[1] : 1;
@@ -63,10 +64,14 @@ StatusOr<DevicePlan> MakeDevicePlan(const Sequential<float>& model) {
       d.kind = DeviceLayer::Kind::kPool;
     } else if (dynamic_cast<const Reshape<float>*>(layer.get())) {
       d.kind = DeviceLayer::Kind::kReshape;
+    } else if (const auto* dropout = dynamic_cast<const Dropout<float>*>(layer.get())) {
+      d.kind = DeviceLayer::Kind::kDropout;
+      d.dropout = dropouts++;
+      d.dropout_scale = DropoutScale<float>(dropout->rate());
     } else {
       return Status::InvalidArgument(unsupported +
                                      "has no device kernel; the device backends run Conv2D, MaxPooling2D, "
-                                     "Flatten, Reshape and Dense (use --backend cpu)");
+                                     "Flatten, Reshape, Dense and Dropout (use --backend cpu)");
     }
     d.parameter = parameter;
     parameter += layer->Parameters(shape).size();
@@ -121,8 +126,16 @@ class HostRunner final : public DeviceRunner {
 class DeviceBackend final : public ComputeBackend {
  public:
   DeviceBackend(const Sequential<float>& model, std::unique_ptr<DeviceRunner> runner)
-      : model_(model), runner_(std::move(runner)) {}
+      : model_(model), runner_(std::move(runner)) {
+    Shape shape = model.example_shape();
+    for (std::size_t l = 0; l < model.layers().size(); ++l) {
+      if (const auto* dropout = dynamic_cast<const Dropout<float>*>(model.layers()[l].get()))
+        dropouts_.push_back({l, dropout->rate(), NumElements(shape)});
+      shape = model.layers()[l]->OutputShape(shape);
+    }
+  }
   std::string Description() const override { return runner_->Description(); }
+  void SetDropoutStep(const DropoutStep& step) override { dropout_step_ = step; }
 
   Status Run(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
              std::span<float> per_example_loss, std::span<std::int32_t> predictions,
@@ -132,7 +145,9 @@ class DeviceBackend final : public ComputeBackend {
     std::vector<DeviceJob> jobs;
     for (std::size_t s = 0; s < segments.size(); ++s) {
       const BatchSegment& seg = segments[s];
-      DeviceJob job{Flatten(*seg.params, s), seg.begin, seg.count};
+      DeviceJob job;
+      job.parameters = Flatten(*seg.params, s), job.begin = seg.begin, job.count = seg.count;
+      if (seg.grads) job.dropout_keep = DrawMasks(s, seg.begin, seg.count);
       if (seg.grads) job.grads = grads_[s].data();
       if (seg.magnitudes) job.magnitudes = magnitudes_[s].data();
       jobs.push_back(job);
@@ -153,7 +168,9 @@ class DeviceBackend final : public ComputeBackend {
     std::vector<DeviceJob> jobs;
     for (std::size_t s = 0; s < segments.size(); ++s) {
       const ExactSegment& seg = segments[s];
-      DeviceJob job{Flatten(*seg.params, s), seg.begin, seg.count};
+      DeviceJob job;
+      job.parameters = Flatten(*seg.params, s), job.begin = seg.begin, job.count = seg.count;
+      if (!seg.grad_words.empty()) job.dropout_keep = DrawMasks(s, seg.begin, seg.count);
       if (!seg.grad_words.empty()) job.words = seg.grad_words.data();
       jobs.push_back(job);
     }
@@ -161,6 +178,33 @@ class DeviceBackend final : public ComputeBackend {
   }
 
  private:
+  // A training step's Dropout masks for segment s (examples [begin, begin + count)),
+  // drawn as BatchRunner's layers draw them (the streams of BatchRunner::
+  // SetForwardContext); one per Dropout layer, null where the rate is 0.
+  std::span<const std::uint8_t* const> DrawMasks(std::size_t s, std::int64_t begin, std::int64_t count) {
+    if (dropouts_.empty()) return {};
+    if (masks_.size() <= s) masks_.resize(s + 1), mask_pointers_.resize(s + 1);
+    masks_[s].resize(dropouts_.size());
+    mask_pointers_[s].assign(dropouts_.size(), nullptr);
+    const auto replica = static_cast<std::int32_t>(dropout_step_.first_replica + static_cast<std::int64_t>(s));
+    for (std::size_t d = 0; d < dropouts_.size(); ++d) {
+      const DropoutLayer& layer = dropouts_[d];
+      if (layer.rate == 0.0) continue;
+      std::vector<std::uint8_t>& mask = masks_[s][d];
+      mask.resize(static_cast<std::size_t>(count * layer.width));
+      const std::uint64_t key = DropoutStreamKey(dropout_step_.seed, dropout_step_.step, layer.index);
+      for (std::int64_t i = 0; i < count; ++i) {
+        const std::int64_t example = dropout_step_.example_ids.empty()
+                                         ? begin + i
+                                         : dropout_step_.example_ids[static_cast<std::size_t>(begin + i)];
+        DrawDropoutMask(key, DropoutStream(dropout_step_.rng, example, replica, i), layer.rate, layer.width,
+                        mask.data() + i * layer.width);
+      }
+      mask_pointers_[s][d] = mask.data();
+    }
+    return mask_pointers_[s];
+  }
+
   void Prepare(std::size_t segments, std::size_t values, bool exact) {
     flat_.resize(segments);
     if (!exact) {
@@ -198,9 +242,19 @@ class DeviceBackend final : public ComputeBackend {
     return Status::Ok();
   }
 
+  struct DropoutLayer {
+    std::size_t index;   // in the model: part of the masks' key
+    double rate;
+    std::int64_t width;  // one example's input size
+  };
+
   const Sequential<float>& model_;
   std::unique_ptr<DeviceRunner> runner_;
   std::vector<std::vector<float>> flat_, grads_, magnitudes_;
+  std::vector<DropoutLayer> dropouts_;
+  DropoutStep dropout_step_;
+  std::vector<std::vector<std::vector<std::uint8_t>>> masks_;  // [segment][dropout layer]
+  std::vector<std::vector<const std::uint8_t*>> mask_pointers_;
 };
 
 }  // namespace

@@ -37,8 +37,8 @@ class ComputeBackend {
                      std::span<const float> coefficients, std::span<float> per_example_loss,
                      std::span<std::int32_t> predictions, std::span<const BatchSegment> segments) = 0;
   /// The step the next Run or RunExact is, for Dropout's masks (BatchRunner::
-  /// set_dropout_step). The device backends run no model with Dropout (MakeDevicePlan
-  /// refuses it), so for them it changes nothing.
+  /// set_dropout_step). The device backends draw the masks on the host, as the CPU's
+  /// layers do, and apply them on the device.
   virtual void SetDropoutStep(const DropoutStep& /*step*/) {}
   /// BatchRunner::RunExact's contract (exact mode).
   virtual Status RunExact(const Tensor<float>& images, std::span<const std::int32_t> labels,

@@ -45,13 +45,15 @@ class DeviceError : public std::runtime_error {
 
 /// A model as the device runs it: its layers, with the shapes of one example.
 struct DeviceLayer {
-  enum class Kind { kConv, kPool, kDense, kReshape };
+  enum class Kind { kConv, kPool, kDense, kReshape, kDropout };
   Kind kind = Kind::kReshape;
   kernels::Index in_h = 1, in_w = 1, in_c = 1;     // one example's input (a vector: in_c features)
   kernels::Index out_h = 1, out_w = 1, out_c = 1;  // one example's output
   kernels::Index kernel_h = 0, kernel_w = 0;       // convolutions
   bool relu = false;
   std::size_t parameter = 0;  // Conv and Dense: the kernel's index; the bias is parameter + 1
+  std::size_t dropout = 0;    // Dropout: which of the model's Dropout layers (DeviceJob::dropout_keep)
+  float dropout_scale = 0;    // Dropout: a kept element's factor (DropoutScale)
   kernels::Index in_size() const { return in_h * in_w * in_c; }
   kernels::Index out_size() const { return out_h * out_w * out_c; }
 };
@@ -79,6 +81,10 @@ struct DeviceJob {
   std::int64_t* words = nullptr;  // exact: kExactWords per value, overwritten with the normalized exact sums
   float* grads = nullptr;         // fast: overwritten with the float sums
   float* magnitudes = nullptr;    // fast, optional: sum of |term| per gradient value
+  /// One host mask per Dropout layer of the plan ([count, the layer's input size],
+  /// 1 keeps), drawn by the host (DrawDropoutMask); empty, or a null mask: that
+  /// layer is the identity (not a training step, or rate 0).
+  std::span<const std::uint8_t* const> dropout_keep;
 };
 
 /// What a backend runs steps on: a DeviceRunnerOn over some Device, type-erased so
@@ -185,10 +191,15 @@ class DeviceRunnerOn {
     // Forward. activations[l] is layer l's input; a reshape passes its input on.
     std::vector<float*> activations{images};
     std::vector<Index*> argmax(plan_.layers.size(), nullptr);
+    std::vector<std::uint8_t*> keep(plan_.layers.size(), nullptr);  // Dropout's masks on the device
     for (std::size_t l = 0; l < plan_.layers.size(); ++l) {
       const DeviceLayer& layer = plan_.layers[l];
       float* x = activations.back();
-      if (layer.kind == DeviceLayer::Kind::kReshape) {
+      const std::uint8_t* host_keep =
+          layer.kind == DeviceLayer::Kind::kDropout && layer.dropout < job.dropout_keep.size()
+              ? job.dropout_keep[layer.dropout]
+              : nullptr;
+      if (layer.kind == DeviceLayer::Kind::kReshape || (layer.kind == DeviceLayer::Kind::kDropout && !host_keep)) {
         activations.push_back(x);
         continue;
       }
@@ -213,6 +224,13 @@ class DeviceRunnerOn {
                          kernels::DenseForward{n, layer.in_size(), layer.out_c, layer.relu, x, param(layer.parameter),
                                                param(layer.parameter + 1), y});
           break;
+        case DeviceLayer::Kind::kDropout: {
+          const std::size_t size = count * static_cast<std::size_t>(layer.in_size());
+          keep[l] = Get<std::uint8_t>(lane, kFirstActivation + 2 * l + 1, size);
+          device_.CopyIn(lane, keep[l], host_keep, size);
+          device_.Launch(lane, n * layer.in_size(), kernels::DropoutApply{x, keep[l], layer.dropout_scale, y});
+          break;
+        }
         case DeviceLayer::Kind::kReshape:
           break;
       }
@@ -250,6 +268,13 @@ class DeviceRunnerOn {
       switch (layer.kind) {
         case DeviceLayer::Kind::kReshape:
           dx = dy;
+          break;
+        case DeviceLayer::Kind::kDropout:
+          if (!keep[l]) {
+            dx = dy;  // the identity
+          } else if (dx) {
+            device_.Launch(lane, n * layer.in_size(), kernels::DropoutApply{dy, keep[l], layer.dropout_scale, dx});
+          }
           break;
         case DeviceLayer::Kind::kPool:
           if (!dx) break;

@@ -42,13 +42,15 @@ backends=(emulated)
 
 for backend in "${backends[@]}"; do
   # Exact mode: every step bitwise equal to the CPU run of the same configuration.
-  for scenario in short-final-batch empty-replicas tf-vs-ddp checkpoint-restore "$WORK/models.toml"; do
+  for scenario in short-final-batch empty-replicas tf-vs-ddp checkpoint-restore dropout-masks "$WORK/models.toml"; do
     name=exact.$backend.$(basename "$scenario" .toml)
     expect_exit 0 "$name" -- "$DTLAB" replay "$scenario" --backend "$backend" --steps 2 --json
     check_json "$name" "d['passed'] and d['steps_compared'] >= 2 and d['steps_failed'] == 0 and d['math'] == 'exact'"
     check_json "$name" "all(s['reference_gradient'] == s['device_gradient'] and s['reference_weights'] == s['device_weights'] for r in d['runs'] for s in r['steps'])"
     check_json "$name" "d['all_reduce']['wrong'] == 0 and d['all_reduce']['size_bytes'] > 0"
   done
+  # Dropout runs on the device too: masks drawn on the host, applied there.
+  check_json "exact.$backend.dropout-masks" "len(d['runs']) == 5 and not any(r.get('cpu_only') for r in d['runs'])"
   # The three models, and every run of the file ran on the device.
   check_json "exact.$backend.models" "[r['name'] for r in d['runs']] == ['main', 'mnist-cnn-one-device', 'seed-multi-worker'] and all(len(r['steps']) == 2 for r in d['runs'])"
   # Fast mode: the device is within the bound wherever the CPU is, and the pitfall
@@ -65,6 +67,14 @@ expect_exit 0 mixed.emulated -- "$DTLAB" replay mixed-precision-overflow --backe
 check_json mixed.emulated "d['passed'] and d['steps_compared'] == 0 and all(r['cpu_only'] for r in d['runs'])"
 expect_exit 2 mixed.train -- "$DTLAB" train --backend emulated --precision mixed_float16 --steps 1
 expect_contains mixed.train err "the device kernels compute in float32"
+
+# --steps shorter than a scenario's faults: the faults that would never fire are left
+# out, so the restart still finds its checkpoint; dtlab run refuses such a fault and
+# says why the restart has no checkpoint.
+expect_exit 0 faults.short -- "$DTLAB" replay fault-recovery --backend emulated --steps 3 --json
+check_json faults.short "d['passed'] and [r['name'] for r in d['runs']] == ['main', 'restarted', 'uninterrupted']"
+expect_exit 2 faults.run -- "$DTLAB" run fault-recovery --set run.steps=5
+expect_contains faults.run err "cannot copy the checkpoint of run 'main': it saved none: fault die:replica=2,step=6: step=6 is never reached"
 
 # dtlab train --backend: the emulated device trains to the CPU's bits in exact mode.
 for backend in cpu emulated; do

@@ -10,6 +10,9 @@
 #include <cstring>
 #include <limits>
 
+#include "core/conv2d.h"
+#include "core/dense.h"
+#include "core/dropout.h"
 #include "core/exact_sum.h"
 #include "core/model.h"
 #include "core/relu.h"
@@ -169,6 +172,64 @@ INSTANTIATE_TEST_SUITE_P(Models, DeviceBackendTest,
                              if (c == '-') c = '_';
                            return name;
                          });
+
+// Dropout on the device: the host draws each example's masks with the CPU layer's
+// code, the device applies them; a training step's words equal the CPU's under
+// both mask keys (the example's index, or its replica and position), with Dropout
+// first (no input gradient), after a convolution and between dense layers.
+TEST(DeviceDropout, TrainingStepsGiveTheCpuWordsUnderEitherMaskKey) {
+  std::vector<std::unique_ptr<Layer<float>>> layers;
+  layers.push_back(std::make_unique<Dropout<float>>("dropout", 0.1));
+  layers.push_back(std::make_unique<Conv2D<float>>("conv2d", 3, 3, 3, Activation::kRelu));
+  layers.push_back(std::make_unique<Dropout<float>>("dropout_1", 0.25));
+  layers.push_back(std::make_unique<Reshape<float>>("flatten", Shape{}));
+  layers.push_back(std::make_unique<Dense<float>>("dense", 12, Activation::kRelu));
+  layers.push_back(std::make_unique<Dropout<float>>("dropout_2", 0.5));
+  layers.push_back(std::make_unique<Dropout<float>>("dropout_3", 0.0));
+  layers.push_back(std::make_unique<Dense<float>>("dense_1", 10, Activation::kLinear));
+  const Sequential<float> m("dropout-model", {7, 7, 1}, std::move(layers));
+  const ParameterList<float> params = m.InitialParameters(5);
+  const Batch batch = RandomBatch(m, kExamples, 9);
+  std::vector<std::int64_t> ids(kExamples);
+  for (std::int64_t i = 0; i < kExamples; ++i) ids[static_cast<std::size_t>(i)] = 1000 - 3 * i;
+  auto plan = MakeDevicePlan(m);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const auto values = static_cast<std::size_t>(m.num_parameter_values() * kExactWords);
+
+  std::vector<std::vector<std::int64_t>> first_step;
+  for (const DropoutStep step : {DropoutStep{17, 3, DropoutRng::kKeyed, 0, ids},
+                                 DropoutStep{17, 4, DropoutRng::kKeyed, 0, {}},
+                                 DropoutStep{17, 3, DropoutRng::kPerReplica, 2, {}}}) {
+    std::vector<std::vector<std::int64_t>> words[2];
+    std::vector<float> losses[2];
+    for (int device = 0; device < 2; ++device) {
+      words[device].assign(kSplits.size(), std::vector<std::int64_t>(values, 7));
+      std::vector<ExactSegment> segments;
+      for (std::size_t s = 0; s < kSplits.size(); ++s)
+        segments.push_back({&params, kSplits[s].first, kSplits[s].second, words[device][s]});
+      losses[device].assign(kExamples, -1.0f);
+      std::vector<std::int32_t> predictions(kExamples);
+      if (device == 0) {
+        BatchRunner runner(m);
+        runner.set_dropout_step(step);
+        runner.RunExact(batch.images, batch.labels, batch.coefficients, losses[0], predictions, segments);
+      } else {
+        auto backend = MakeDeviceBackend(m, MakeHostRunner(*plan, 2));
+        backend->SetDropoutStep(step);
+        ASSERT_TRUE(
+            backend->RunExact(batch.images, batch.labels, batch.coefficients, losses[1], predictions, segments).ok());
+      }
+    }
+    EXPECT_EQ(std::memcmp(losses[0].data(), losses[1].data(), sizeof(float) * kExamples), 0)
+        << DropoutRngName(step.rng) << " step " << step.step;
+    EXPECT_EQ(words[0], words[1]) << DropoutRngName(step.rng) << " step " << step.step;
+    if (first_step.empty()) {
+      first_step = words[1];
+    } else {
+      EXPECT_NE(first_step, words[1]) << "the masks change with the step and the key";
+    }
+  }
+}
 
 TEST(DevicePlan, RefusesALayerWithoutADeviceKernel) {
   std::vector<std::unique_ptr<Layer<float>>> layers;
