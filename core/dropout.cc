@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 
-
 namespace dtlab {
 
 std::uint64_t DropoutStreamKey(std::uint64_t seed, std::int64_t step, std::size_t layer) {

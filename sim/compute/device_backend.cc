@@ -243,7 +243,7 @@ class DeviceBackend final : public ComputeBackend {
   }
 
   struct DropoutLayer {
-    std::size_t index;   // in the model: part of the masks' key
+    std::size_t index;  // in the model: part of the masks' key
     double rate;
     std::int64_t width;  // one example's input size
   };

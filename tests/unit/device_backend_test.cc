@@ -197,9 +197,9 @@ TEST(DeviceDropout, TrainingStepsGiveTheCpuWordsUnderEitherMaskKey) {
   const auto values = static_cast<std::size_t>(m.num_parameter_values() * kExactWords);
 
   std::vector<std::vector<std::int64_t>> first_step;
-  for (const DropoutStep step : {DropoutStep{17, 3, DropoutRng::kKeyed, 0, ids},
-                                 DropoutStep{17, 4, DropoutRng::kKeyed, 0, {}},
-                                 DropoutStep{17, 3, DropoutRng::kPerReplica, 2, {}}}) {
+  for (const DropoutStep step :
+       {DropoutStep{17, 3, DropoutRng::kKeyed, 0, ids}, DropoutStep{17, 4, DropoutRng::kKeyed, 0, {}},
+        DropoutStep{17, 3, DropoutRng::kPerReplica, 2, {}}}) {
     std::vector<std::vector<std::int64_t>> words[2];
     std::vector<float> losses[2];
     for (int device = 0; device < 2; ++device) {
