@@ -99,8 +99,11 @@ void PrintReplay(const ReplayResult& r) {
                 a.method.c_str(), a.seconds * 1e6, a.algbw, a.busbw, static_cast<long long>(a.wrong));
   }
   if (r.steps_compared == 0) {
-    std::printf("\n%s: no step ran on the device; the all-reduce has %s\n", r.passed ? "PASS" : "FAIL",
-                r.passed ? "no wrong element" : "wrong elements");
+    const std::int64_t wrong = r.all_reduce ? r.all_reduce->wrong : 0;
+    std::printf("\n%s: no step ran on the device (%s)\n", r.passed ? "PASS" : "FAIL",
+                wrong != 0  ? "the all-reduce has wrong elements"
+                : r.passed ? "every run of the scenario stays on the CPU"
+                           : "see the runs above");
     return;
   }
   std::printf("\n%s: %lld steps compared, %lld differ%s\n", r.passed ? "PASS" : "FAIL",

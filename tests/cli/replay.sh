@@ -65,6 +65,10 @@ done
 # (MakeDevicePlan refuses them); nothing is compared, nothing fails.
 expect_exit 0 mixed.emulated -- "$DTLAB" replay mixed-precision-overflow --backend emulated --math fast --json
 check_json mixed.emulated "d['passed'] and d['steps_compared'] == 0 and all(r['cpu_only'] for r in d['runs'])"
+# ... and no all-reduce is measured for it (on a GPU, one of no element was an error).
+check_json mixed.emulated "'all_reduce' not in d"
+expect_exit 0 mixed.emulated-text -- "$DTLAB" replay mixed-precision-overflow --backend emulated --steps 1
+expect_contains mixed.emulated-text out "PASS: no step ran on the device (every run of the scenario stays on the CPU)"
 expect_exit 2 mixed.train -- "$DTLAB" train --backend emulated --precision mixed_float16 --steps 1
 expect_contains mixed.train err "the device kernels compute in float32"
 

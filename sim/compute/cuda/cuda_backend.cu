@@ -257,6 +257,7 @@ StatusOr<AllReduceMeasurement> MeasureCudaAllReduce(const std::vector<int>& devi
   if (count == 0) return Status::NotFound(problem);
   std::vector<int> chosen = devices.empty() ? std::vector<int>{0} : devices;
   AllReduceMeasurement m;
+  if (elements <= 0) return Status::InvalidArgument("an all-reduce of no element measures nothing");
   m.bytes = elements * static_cast<std::int64_t>(sizeof(std::int64_t));
   const auto bytes = static_cast<std::size_t>(m.bytes);
   constexpr int kRuns = 5;
