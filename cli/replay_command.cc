@@ -125,7 +125,7 @@ int ReplayCommand(const std::vector<std::string>& args) {
       "streams", po::value(&replay.streams)->default_value(0),
       "CUDA streams per GPU, or the emulated device's lanes (0: one per replica)")(
       "math", po::value(&math)->default_value("exact"), "exact (bitwise verdicts) or fast (within the float bound)")(
-      "steps", po::value(&replay.max_steps)->default_value(-1), "stop each run after this many steps (default: all)")(
+      "steps", po::value(&replay.max_steps)->default_value(-1), "stop each run after this many steps (default: all); faults after them are left out")(
       "set", po::value(&replay.sets)->composing(),
       "change the scenario: KEY=VALUE as in the file, e.g. cluster.replicas=1 (repeatable; as dtlab run --set)")(
       "record", po::value(&replay.record), "store the CPU run's per-step digests in this file (exact mode)")(
