@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs on a lent GPU machine, from the repository root, with .gpu/ carried
+# (bench/gpu_bundle.sh made it): installs the data set, finds NCCL, then runs
+# tests/cli/replay.sh with the GPU, a checked training on cpu and cuda, and
+# bench/gpu_replay_all.sh within what is left of BUDGET seconds. Writes its logs
+# to $OUT (or ./gpu-out). docs/gpu.md, "On a lent GPU machine".
+# Usage: bench/gpu_device_run.sh [STEPS] [BUDGET_SECONDS]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-4}
+budget=${2:-400}
+start=$(date +%s)
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+G=$PWD/.gpu
+[ -x "$G/dtlab" ] || { echo "gpu_device_run: no .gpu/dtlab: run bench/gpu_bundle.sh and carry .gpu" >&2; exit 2; }
+mkdir -p /usr/share/datasets && cp -r "$G/datasets/fashion-mnist" /usr/share/datasets/
+nccl=$(find /usr /opt -name 'libnccl.so.2*' 2>/dev/null | head -1)
+echo "NCCL: ${nccl:-none found}"
+export LD_LIBRARY_PATH=$G/lib${nccl:+:$(dirname "$nccl")}
+export DTLAB_SCENARIOS_DIR=$PWD/scenarios DTLAB_LESSONS_DIR=$PWD/lessons
+D=$G/dtlab
+nvidia-smi -L 2>/dev/null
+ldd "$D" | grep "not found"
+"$D" devices | tee "$out/devices.txt"
+echo "== tests/cli/replay.sh with the GPU =="
+DTLAB=$D DTLAB_WITH_CUDA=1 DTLAB_CUDA_FOUND=1 DTLAB_SOURCE_DIR=$PWD DTLAB_TEST_WORK=/tmp/replay-work \
+  timeout 150 bash tests/cli/replay.sh >"$out/replay_sh.log" 2>&1
+echo "exit $?: $(tail -1 "$out/replay_sh.log")"
+echo "== checked training, cpu and cuda =="
+for b in cpu cuda; do
+  "$D" train --backend $b --replicas 4 --math exact --check-reference --steps 40 --no-progress --json \
+    >"$out/train_$b.json" 2>"$out/train_$b.err"
+  echo "$b: exit $? $(python3 -c "import json; d=json.load(open('$out/train_$b.json')); print(round(d['images_per_second']), 'images/s, weights', d['weights_digest'])" 2>/dev/null)"
+done
+left=$((budget - $(date +%s) + start))
+[ "$left" -gt 10 ] || { echo "no time left for bench/gpu_replay_all.sh (raise BUDGET_SECONDS)"; exit 0; }
+echo "== bench/gpu_replay_all.sh, $steps steps, $left s left =="
+timeout "$left" bash bench/gpu_replay_all.sh "$D" "$steps" 2>&1 | tee "$out/replay_all.md"
+echo "gpu_replay_all: exit ${PIPESTATUS[0]} after $(($(date +%s) - start)) s"
