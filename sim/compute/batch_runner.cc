@@ -41,9 +41,9 @@ void BatchRunner::LoadChunk(const Tensor<float>& images, std::span<const std::in
   const std::int64_t batch = static_cast<std::int64_t>(labels.size());
   const std::int64_t example_size = batch == 0 ? 0 : images.size() / batch;
   const auto n = static_cast<std::size_t>(count);
-  const auto padded = static_cast<std::size_t>(chunk_size_);
+  const auto padded = n;
   Shape chunk_shape = images.shape();
-  chunk_shape[0] = chunk_size_;
+  chunk_shape[0] = count;
   scratch.chunk_images.Resize(chunk_shape);
   const std::size_t real_floats = n * static_cast<std::size_t>(example_size);
   std::memcpy(scratch.chunk_images.data(), images.data() + begin * example_size, sizeof(float) * real_floats);
@@ -65,7 +65,7 @@ void BatchRunner::SetForwardContext(bool training, std::size_t segment, std::int
   ws.context.step = dropout_step_.step;
   ws.example_streams.resize(static_cast<std::size_t>(chunk_size_));
   const auto replica = static_cast<std::int32_t>(dropout_step_.first_replica + static_cast<std::int64_t>(segment));
-  for (std::int64_t i = 0; i < chunk_size_; ++i)  // padding rows get streams no example has
+  for (std::int64_t i = 0; i < chunk_size_; ++i)  // rows past the chunk's examples are never read
     ws.example_streams[static_cast<std::size_t>(i)] =
         i < count ? DropoutStream(dropout_step_.rng,
                                   dropout_step_.example_ids.empty()

@@ -1,12 +1,14 @@
 // BatchRunner: runs a model's forward and backward passes over one step's examples
-// on oneTBB, split into segments (one per replica) and fixed-shape chunks.
+// on oneTBB, split into segments (one per replica) and chunks.
 //
-// Each segment (a replica's share of the step) is cut into chunks of exactly
-// `chunk_size` examples; a short last chunk is zero-padded (its padding examples
-// get coefficient 0, so they add exact zeros). Every chunk runs single-threaded as
-// one task. Because every GEMM call then has the same shape, an example's forward
-// and backward values do not depend on which chunk, segment or position it lands
-// in (tests/unit/batch_runner_test.cc checks this bit for bit): a replica and the
+// Each segment (a replica's share of the step) is cut into chunks of `chunk_size`
+// examples, the last one shorter if the segment is. Every chunk runs single-threaded
+// as one task, on its own examples only: a short chunk is not padded, so a replica
+// of one example computes one row, not `chunk_size`. Every output of the layers'
+// kernels is one fixed-order chain over its own row (core/ordered_gemm.h), so an
+// example's forward and backward values do not depend on how many rows its chunk
+// has, nor on which chunk, segment or position it lands in
+// (tests/unit/batch_runner_test.cc checks this bit for bit): a replica and the
 // one-device reference compute identical per-example values, and differ only in the
 // order of the sums over examples. A segment's gradient is the sum of its chunks'
 // partial gradients in chunk order. Nothing depends on the thread count, so results
@@ -154,7 +156,7 @@ class BatchRunner {
   static void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts,
                                std::int64_t begin, std::int64_t end, std::int64_t* out, SumScratch& scratch);
   ParameterList<float>& ChunkBuffer(std::vector<ParameterList<float>>& pool, std::size_t slot);
-  // Copies chunk `task` of the batch into the scratch's fixed-shape (zero-padded) buffers.
+  // Copies chunk `task` of the batch (its `count` examples, no padding) into the scratch's buffers.
   void LoadChunk(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
                  std::int64_t begin, std::int64_t count, ThreadScratch& scratch) const;
   // The chunk's ForwardContext: a training pass or not, and each example's stream

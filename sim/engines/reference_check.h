@@ -2,7 +2,7 @@
 // rigorous floating-point bound (DESIGN.md, "Exact reference math").
 //
 // The distributed run and the reference compute bitwise-identical per-example
-// values (BatchRunner's fixed-shape chunks; the check verifies it on the
+// values (every output is one chain over its own row; the check verifies it on the
 // per-example losses). They differ only in how the per-example terms are summed:
 // which chunks, which replicas, which all-reduce order. Both are float sums of the
 // same n terms x_i, so with u = 2^-24 and h the longest chain of additions a term
@@ -10,7 +10,8 @@
 // Rump, Bunger and Jeannerod 2016), and
 //     |distributed - reference| <= (h_distributed + h_reference) * u * sum|x_i|.
 // sum|x_i| comes from BatchRunner's gradient magnitudes; h counts every term of
-// the reduction (padding rows included), the chunk sums and the replica sums, so
+// the reduction (each chunk counted as `chunk_size` rows, an over-count for a short
+// one), the chunk sums and the replica sums, so
 // it is an upper bound whatever the order. The bound is widened by 1% to cover the
 // rounding of sum|x_i| itself.
 #pragma once

@@ -124,7 +124,8 @@ StepCheck ReferenceStep::CheckFast(const LossCode& loss, const Distributed& step
   check.per_example_values_identical =
       std::memcmp(losses_.data(), step.per_example_loss.data(), sizeof(float) * step.per_example_loss.size()) == 0;
 
-  // Chain lengths (see reference_check.h): every padded term, the chunk sums, the
+  // Chain lengths (see reference_check.h): every term, each chunk counted as
+  // chunk_size rows (at least its own; the runner pads none), the chunk sums, the
   // replica sums, and a few single operations (regularization, scaling).
   const std::int64_t chunk = runner_.chunk_size();
   auto padded = [&](std::int64_t b) { return (b + chunk - 1) / chunk * chunk; };

@@ -104,9 +104,13 @@ printf '{"class_name": "Sequential", "config": {"layers": [' >"$WORK/truncated.j
 refused truncated "$WORK/truncated.json" "not JSON"
 expect_exit 2 device -- "$DTLAB" train --dataset "$DATA" --steps 1 --backend emulated --model "$MODELS/strided_cnn.json"
 expect_contains device err "layer conv2d_2 (Conv2D) has strides or same padding"
-expect_exit 2 device-dropout -- "$DTLAB" train --dataset "$DATA" --steps 1 --backend emulated \
-  --model "$MODELS/dropout_cnn.json"
-expect_contains device-dropout err "layer dropout (Dropout) has no device kernel"
+# Dropout runs on the device backends (masks drawn on the host): the emulated device
+# trains a Dropout model to the CPU's bits in exact mode.
+for backend in cpu emulated; do
+  expect_exit 0 device-dropout.$backend -- "$DTLAB" train --dataset "$DATA" --steps 2 --replicas 2 --math exact \
+    --backend $backend --model "$MODELS/dropout_cnn.json" --json
+done
+check_json device-dropout.emulated "d['weights_digest'] == json.load(open('$WORK/device-dropout.cpu.out'))['weights_digest']"
 
 # The built-in models keep their names; an unknown name is still NotFound.
 expect_exit 2 unknown -- "$DTLAB" train --model resnet --steps 1
