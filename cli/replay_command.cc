@@ -101,7 +101,7 @@ void PrintReplay(const ReplayResult& r) {
   if (r.steps_compared == 0) {
     const std::int64_t wrong = r.all_reduce ? r.all_reduce->wrong : 0;
     std::printf("\n%s: no step ran on the device (%s)\n", r.passed ? "PASS" : "FAIL",
-                wrong != 0  ? "the all-reduce has wrong elements"
+                wrong != 0 ? "the all-reduce has wrong elements"
                 : r.passed ? "every run of the scenario stays on the CPU"
                            : "see the runs above");
     return;
@@ -125,7 +125,8 @@ int ReplayCommand(const std::vector<std::string>& args) {
       "streams", po::value(&replay.streams)->default_value(0),
       "CUDA streams per GPU, or the emulated device's lanes (0: one per replica)")(
       "math", po::value(&math)->default_value("exact"), "exact (bitwise verdicts) or fast (within the float bound)")(
-      "steps", po::value(&replay.max_steps)->default_value(-1), "stop each run after this many steps (default: all); faults after them are left out")(
+      "steps", po::value(&replay.max_steps)->default_value(-1),
+      "stop each run after this many steps (default: all); faults after them are left out")(
       "set", po::value(&replay.sets)->composing(),
       "change the scenario: KEY=VALUE as in the file, e.g. cluster.replicas=1 (repeatable; as dtlab run --set)")(
       "record", po::value(&replay.record), "store the CPU run's per-step digests in this file (exact mode)")(
