@@ -41,20 +41,18 @@ void BatchRunner::LoadChunk(const Tensor<float>& images, std::span<const std::in
   const std::int64_t batch = static_cast<std::int64_t>(labels.size());
   const std::int64_t example_size = batch == 0 ? 0 : images.size() / batch;
   const auto n = static_cast<std::size_t>(count);
-  const auto padded = n;
   Shape chunk_shape = images.shape();
   chunk_shape[0] = count;
   scratch.chunk_images.Resize(chunk_shape);
-  const std::size_t real_floats = n * static_cast<std::size_t>(example_size);
-  std::memcpy(scratch.chunk_images.data(), images.data() + begin * example_size, sizeof(float) * real_floats);
-  std::fill(scratch.chunk_images.data() + real_floats, scratch.chunk_images.data() + scratch.chunk_images.size(), 0.0f);
-  scratch.chunk_labels.assign(padded, 0);
-  std::copy(labels.begin() + begin, labels.begin() + begin + count, scratch.chunk_labels.begin());
-  scratch.chunk_losses.resize(padded);
-  scratch.chunk_predictions.resize(padded);
-  scratch.chunk_coefficients.assign(padded, 0.0f);
-  if (!coefficients.empty())
-    std::copy(coefficients.begin() + begin, coefficients.begin() + begin + count, scratch.chunk_coefficients.begin());
+  std::memcpy(scratch.chunk_images.data(), images.data() + begin * example_size,
+              sizeof(float) * n * static_cast<std::size_t>(example_size));
+  scratch.chunk_labels.assign(labels.begin() + begin, labels.begin() + begin + count);
+  scratch.chunk_losses.resize(n);
+  scratch.chunk_predictions.resize(n);
+  if (coefficients.empty())
+    scratch.chunk_coefficients.assign(n, 0.0f);
+  else
+    scratch.chunk_coefficients.assign(coefficients.begin() + begin, coefficients.begin() + begin + count);
 }
 
 void BatchRunner::SetForwardContext(bool training, std::size_t segment, std::int64_t segment_begin, std::int64_t begin,
