@@ -1,9 +1,11 @@
-// BatchRunner: bit-identical results for any thread count, and the chunked float32
+// BatchRunner: bit-identical results for any thread count and any chunk an example
+// lands in (chunks are not padded), and the chunked float32
 // gradient agrees with the double-precision whole-batch gradient.
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/loss.h"
 #include "core/mnist.h"
@@ -47,6 +49,48 @@ TEST(BatchRunner, ResultsDoNotDependOnThreadCount) {
   for (int threads : {2, 3, 8}) {
     const ParameterList<float> many = Gradients(*model, params, batch, threads, 16);
     for (std::size_t p = 0; p < one.size(); ++p) EXPECT_EQ(one[p], many[p]) << threads << " threads, parameter " << p;
+  }
+}
+
+// Chunks are not padded: a short chunk computes its own rows only. An example's
+// loss is the same bits alone in a chunk of 1, in a short last chunk, or in a full
+// chunk of 16 (the invariance the padding once gave); a one-example segment's
+// gradient equals that example's gradient computed alone, and mnist-cnn's dense
+// layers and the seed model's convolution agree likewise.
+TEST(BatchRunner, AnExampleGivesTheSameBitsInAChunkOfAnySize) {
+  for (const char* name : {"seed-cnn", "mnist-cnn"}) {
+    auto model = std::move(MakeModel<float>(name, {12, 12, 1}, 10)).value();
+    const ParameterList<float> params = model->InitialParameters(5);
+    const Batch batch = SyntheticBatch(23);
+    const std::size_t n = batch.labels.size();
+    const std::vector<float> coefficients(n, 0.25f);
+    BatchRunner runner(*model);
+    auto losses_for = [&](const std::vector<std::pair<std::int64_t, std::int64_t>>& splits,
+                          std::vector<ParameterList<float>>& grads) {
+      std::vector<float> losses(n, -1.0f);
+      std::vector<std::int32_t> predictions(n, -1);
+      grads.assign(splits.size(), model->ZeroParameters());
+      std::vector<BatchSegment> segments;
+      for (std::size_t s = 0; s < splits.size(); ++s)
+        segments.push_back({&params, splits[s].first, splits[s].second, &grads[s], nullptr});
+      runner.Run(batch.images, batch.labels, coefficients, losses, predictions, segments);
+      return losses;
+    };
+    std::vector<ParameterList<float>> whole_grads, split_grads;
+    const std::vector<float> whole = losses_for({{0, 23}}, whole_grads);  // chunks of 16 and 7
+    const std::vector<float> split = losses_for({{0, 1}, {1, 16}, {17, 5}, {22, 1}}, split_grads);
+    EXPECT_EQ(std::memcmp(whole.data(), split.data(), sizeof(float) * n), 0) << name;
+    // Example 22 in a one-example segment, and alone in a batch of its own.
+    Batch alone;
+    alone.images.Resize({1, 12, 12, 1});
+    std::copy_n(batch.images.data() + 22 * 144, 144, alone.images.data());
+    alone.labels = {batch.labels[22]};
+    std::vector<float> loss(1), one_coefficient{0.25f};
+    std::vector<std::int32_t> prediction(1);
+    ParameterList<float> grads = model->ZeroParameters();
+    runner.ForwardBackward(params, alone.images, alone.labels, one_coefficient, loss, prediction, grads);
+    EXPECT_EQ(std::memcmp(&loss[0], &whole[22], sizeof(float)), 0) << name;
+    for (std::size_t p = 0; p < grads.size(); ++p) EXPECT_EQ(grads[p], split_grads[3][p]) << name << " parameter " << p;
   }
 }
 
