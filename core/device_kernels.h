@@ -299,7 +299,7 @@ struct Fill {
 
 /// Dropout (core/dropout.h), forward and backward alike: out[i] = keep[i] ? in[i] *
 /// scale : +0, the product rounded first as TF's kernel does. The mask comes from
-/// the host, drawn by the Dropout layer's own code (DropoutKeepMask).
+/// the host, drawn by the Dropout layer's own code (DrawDropoutMask).
 struct DropoutApply {
   const float* in;
   const std::uint8_t* keep;

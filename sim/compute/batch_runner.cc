@@ -61,16 +61,10 @@ void BatchRunner::SetForwardContext(bool training, std::size_t segment, std::int
   ws.context.training = training;
   ws.context.seed = dropout_step_.seed;
   ws.context.step = dropout_step_.step;
-  ws.example_streams.resize(static_cast<std::size_t>(chunk_size_));
-  const auto replica = static_cast<std::int32_t>(dropout_step_.first_replica + static_cast<std::int64_t>(segment));
-  for (std::int64_t i = 0; i < chunk_size_; ++i)  // rows past the chunk's examples are never read
+  ws.example_streams.resize(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i)
     ws.example_streams[static_cast<std::size_t>(i)] =
-        i < count ? DropoutStream(dropout_step_.rng,
-                                  dropout_step_.example_ids.empty()
-                                      ? begin + i
-                                      : dropout_step_.example_ids[static_cast<std::size_t>(begin + i)],
-                                  replica, begin + i - segment_begin)
-                  : ~static_cast<std::uint64_t>(i);
+        dropout_step_.StreamOf(segment, begin + i, begin + i - segment_begin);
   ws.context.example_streams = ws.example_streams;
 }
 

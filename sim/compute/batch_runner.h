@@ -63,6 +63,14 @@ struct DropoutStep {
   /// one-device reference, a micro-batch of an accumulated step); empty: its position
   /// in the batch. Not owned; valid while the batch runs.
   std::span<const std::int64_t> example_ids;
+
+  /// The mask stream (core/dropout.h) of example `index` of the batch, at position
+  /// `position` of segment `segment`: what the CPU's layers and the device backends
+  /// both key an example's masks with.
+  std::uint64_t StreamOf(std::size_t segment, std::int64_t index, std::int64_t position) const {
+    return DropoutStream(rng, example_ids.empty() ? index : example_ids[static_cast<std::size_t>(index)],
+                         static_cast<std::int32_t>(first_replica + static_cast<std::int64_t>(segment)), position);
+  }
 };
 
 /// Exact mode: adds the regularization gradient terms, scale * l2 * (2 * w) per

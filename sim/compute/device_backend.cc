@@ -147,8 +147,10 @@ class DeviceBackend final : public ComputeBackend {
       const BatchSegment& seg = segments[s];
       DeviceJob job;
       job.parameters = Flatten(*seg.params, s), job.begin = seg.begin, job.count = seg.count;
-      if (seg.grads) job.dropout_keep = DrawMasks(s, seg.begin, seg.count);
-      if (seg.grads) job.grads = grads_[s].data();
+      if (seg.grads) {  // a training pass: Dropout drops
+        job.dropout_keep = DrawMasks(s, seg.begin, seg.count);
+        job.grads = grads_[s].data();
+      }
       if (seg.magnitudes) job.magnitudes = magnitudes_[s].data();
       jobs.push_back(job);
     }
@@ -170,8 +172,10 @@ class DeviceBackend final : public ComputeBackend {
       const ExactSegment& seg = segments[s];
       DeviceJob job;
       job.parameters = Flatten(*seg.params, s), job.begin = seg.begin, job.count = seg.count;
-      if (!seg.grad_words.empty()) job.dropout_keep = DrawMasks(s, seg.begin, seg.count);
-      if (!seg.grad_words.empty()) job.words = seg.grad_words.data();
+      if (!seg.grad_words.empty()) {  // a training pass: Dropout drops
+        job.dropout_keep = DrawMasks(s, seg.begin, seg.count);
+        job.words = seg.grad_words.data();
+      }
       jobs.push_back(job);
     }
     return Launch(images, labels, coefficients, per_example_loss, predictions, jobs);
@@ -186,20 +190,15 @@ class DeviceBackend final : public ComputeBackend {
     if (masks_.size() <= s) masks_.resize(s + 1), mask_pointers_.resize(s + 1);
     masks_[s].resize(dropouts_.size());
     mask_pointers_[s].assign(dropouts_.size(), nullptr);
-    const auto replica = static_cast<std::int32_t>(dropout_step_.first_replica + static_cast<std::int64_t>(s));
     for (std::size_t d = 0; d < dropouts_.size(); ++d) {
       const DropoutLayer& layer = dropouts_[d];
       if (layer.rate == 0.0) continue;
       std::vector<std::uint8_t>& mask = masks_[s][d];
       mask.resize(static_cast<std::size_t>(count * layer.width));
       const std::uint64_t key = DropoutStreamKey(dropout_step_.seed, dropout_step_.step, layer.index);
-      for (std::int64_t i = 0; i < count; ++i) {
-        const std::int64_t example = dropout_step_.example_ids.empty()
-                                         ? begin + i
-                                         : dropout_step_.example_ids[static_cast<std::size_t>(begin + i)];
-        DrawDropoutMask(key, DropoutStream(dropout_step_.rng, example, replica, i), layer.rate, layer.width,
+      for (std::int64_t i = 0; i < count; ++i)
+        DrawDropoutMask(key, dropout_step_.StreamOf(s, begin + i, i), layer.rate, layer.width,
                         mask.data() + i * layer.width);
-      }
       mask_pointers_[s][d] = mask.data();
     }
     return mask_pointers_[s];
