@@ -5,6 +5,10 @@
 # bench/gpu_replay_all.sh within what is left of BUDGET seconds. Writes its logs
 # to $OUT (or ./gpu-out). docs/gpu.md, "On a lent GPU machine".
 # Usage: bench/gpu_device_run.sh [STEPS] [BUDGET_SECONDS]
+#   PARTS="throughput all" bench/gpu_device_run.sh ...  runs only those parts, in this
+#   order: replay (tests/cli/replay.sh), train (checked training), throughput
+#   (bench/gpu_throughput.sh, with PyTorch where a Python on the machine has it), all
+#   (bench/gpu_replay_all.sh). Default: "replay train all".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-4}
@@ -23,16 +27,30 @@ D=$G/dtlab
 nvidia-smi -L 2>/dev/null
 ldd "$D" | grep "not found"
 "$D" devices | tee "$out/devices.txt"
+parts=" ${PARTS:-replay train all} "
+if [[ $parts == *" replay "* ]]; then
 echo "== tests/cli/replay.sh with the GPU =="
 DTLAB=$D DTLAB_WITH_CUDA=1 DTLAB_CUDA_FOUND=1 DTLAB_SOURCE_DIR=$PWD DTLAB_TEST_WORK=/tmp/replay-work \
   timeout 150 bash tests/cli/replay.sh >"$out/replay_sh.log" 2>&1
 echo "exit $?: $(tail -1 "$out/replay_sh.log")"
+fi
+if [[ $parts == *" train "* ]]; then
 echo "== checked training, cpu and cuda =="
 for b in cpu cuda; do
   "$D" train --backend $b --replicas 4 --math exact --check-reference --steps 40 --no-progress --json \
     >"$out/train_$b.json" 2>"$out/train_$b.err"
   echo "$b: exit $? $(python3 -c "import json; d=json.load(open('$out/train_$b.json')); print(round(d['images_per_second']), 'images/s, weights', d['weights_digest'])" 2>/dev/null)"
 done
+fi
+if [[ $parts == *" throughput "* ]]; then
+  echo "== bench/gpu_throughput.sh =="
+  torch_py=$(for p in /usr/bin/python3 /opt/*/.venv/bin/python /opt/*/bin/python3; do
+    [ -x "$p" ] && "$p" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && { echo "$p"; break; }
+  done)
+  echo "PyTorch with CUDA: ${torch_py:-none found}"
+  TORCH_PYTHON=$torch_py timeout 240 bash bench/gpu_throughput.sh "$D" 200 64 2>&1 | tee "$out/throughput.md"
+fi
+[[ $parts == *" all "* ]] || exit 0
 left=$((budget - $(date +%s) + start))
 [ "$left" -gt 10 ] || { echo "no time left for bench/gpu_replay_all.sh (raise BUDGET_SECONDS)"; exit 0; }
 echo "== bench/gpu_replay_all.sh, $steps steps, $left s left =="

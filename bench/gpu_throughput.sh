@@ -6,6 +6,7 @@
 #
 # Usage: bench/gpu_throughput.sh [DTLAB_BINARY] [STEPS] [BATCH]
 #   BACKEND=emulated bench/gpu_throughput.sh ...  tries the script on a machine without a GPU
+#   TORCH_PYTHON=/path/to/python ...  the Python with PyTorch (default: the system's)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dtlab=${1:-$here/../build/release/cli/dtlab}
@@ -23,8 +24,9 @@ cpu_exact=$(run cpu exact)
 dev_fast=$(run "$backend" fast)
 dev_exact=$(run "$backend" exact)
 torch=""
-if /usr/bin/python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-  torch=$(/usr/bin/python3 "$here/../tests/peers/torch_peer.py" train --device cuda --batch "$batch" --steps "$steps" |
+torch_py=${TORCH_PYTHON:-/usr/bin/python3}
+if "$torch_py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  torch=$("$torch_py" "$here/../tests/peers/torch_peer.py" train --device cuda --batch "$batch" --steps "$steps" |
     python3 -c "import json,sys; print(json.load(sys.stdin)['images_per_second'])")
 fi
 python3 - "$steps" "$batch" "$backend" "$cpu_fast" "$cpu_exact" "$dev_fast" "$dev_exact" "$torch" <<'PY'
