@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/activation_layer.h"
+#include "core/batch_norm.h"
 #include "core/conv2d.h"
 #include "core/dense.h"
 #include "core/dropout.h"
@@ -286,6 +287,53 @@ Status ReadDropout(const KerasLayerConfig& config, std::vector<LayerRecipe>& out
   return Status::Ok();
 }
 
+Status ReadBatchNormalization(const KerasLayerConfig& config, std::vector<LayerRecipe>& out) {
+  static constexpr std::string_view kKnown[] = {"axis",
+                                                "momentum",
+                                                "epsilon",
+                                                "center",
+                                                "scale",
+                                                "synchronized",
+                                                "beta_initializer",
+                                                "gamma_initializer",
+                                                "moving_mean_initializer",
+                                                "moving_variance_initializer",
+                                                "beta_regularizer",
+                                                "gamma_regularizer",
+                                                "beta_constraint",
+                                                "gamma_constraint",
+                                                "renorm",
+                                                "renorm_clipping",
+                                                "renorm_momentum",
+                                                "virtual_batch_size",
+                                                "adjustment",
+                                                "fused"};
+  DTLAB_RETURN_IF_ERROR(config.OnlyKnownKeys(kKnown));
+  DTLAB_RETURN_IF_ERROR(config.Expect("trainable", true, "true (a frozen BatchNormalization is not supported)"));
+  DTLAB_RETURN_IF_ERROR(
+      config.Expect("axis", -1, "-1 (dtlab normalizes over the last axis: the channels of NHWC activations)"));
+  BatchNormConfig bn;
+  DTLAB_ASSIGN_OR_RETURN(bn.momentum, config.Number("momentum", 0.99, 0, 1));
+  DTLAB_ASSIGN_OR_RETURN(bn.epsilon, config.Number("epsilon", 1e-3, 1e-30, 1e3));
+  DTLAB_ASSIGN_OR_RETURN(bn.center, config.Boolean("center", true));
+  DTLAB_ASSIGN_OR_RETURN(bn.scale, config.Boolean("scale", true));
+  DTLAB_ASSIGN_OR_RETURN(bn.synchronized, config.Boolean("synchronized", false));
+  DTLAB_RETURN_IF_ERROR(config.Initializer("beta_initializer", "Zeros"));
+  DTLAB_RETURN_IF_ERROR(config.Initializer("gamma_initializer", "Ones"));
+  DTLAB_RETURN_IF_ERROR(config.Initializer("moving_mean_initializer", "Zeros"));
+  DTLAB_RETURN_IF_ERROR(config.Initializer("moving_variance_initializer", "Ones"));
+  for (const char* key : {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint",
+                          "renorm_clipping", "virtual_batch_size", "adjustment"})
+    DTLAB_RETURN_IF_ERROR(config.Expect(key, nullptr, "null (not supported)"));
+  DTLAB_RETURN_IF_ERROR(config.Expect("renorm", false, "false (batch renormalization is not supported)"));
+  const std::string name = config.name();
+  out.push_back(Recipe(config, name, [=](auto type, const Shape&) {
+    using T = typename decltype(type)::type;
+    return std::make_unique<BatchNormalization<T>>(name, bn);
+  }));
+  return Status::Ok();
+}
+
 // The table: Keras class name, reader. InputLayer is the model's (core/keras_model.cc).
 constexpr KerasLayerClass kLayerClasses[] = {
     {"Conv2D", ReadConv2D},
@@ -298,6 +346,7 @@ constexpr KerasLayerClass kLayerClasses[] = {
     {"ReLU", ReadReLU},
     {"Softmax", ReadSoftmax},
     {"Dropout", ReadDropout},
+    {"BatchNormalization", ReadBatchNormalization},
 };
 
 // A value as a message quotes it: short, printable.
@@ -447,6 +496,13 @@ StatusOr<double> KerasLayerConfig::L2Regularizer(std::string_view key) const {
   return Error(what + "the " + Printable(class_name, 40) + " regularizer is not supported");
 }
 
+StatusOr<bool> KerasLayerConfig::Boolean(std::string_view key, bool fallback) const {
+  const Json* value = Find(key);
+  if (value == nullptr) return fallback;
+  if (!value->is_boolean()) return Error(std::string(key) + " must be true or false, not " + Quoted(*value));
+  return value->get<bool>();
+}
+
 Status KerasLayerConfig::Initializer(std::string_view key, std::string_view expected) const {
   const Json* value = Find(key);
   if (value == nullptr) return Status::Ok();
@@ -461,7 +517,7 @@ Status KerasLayerConfig::Initializer(std::string_view key, std::string_view expe
   if (name != nullptr && name->is_string()) {
     std::string text = name->get<std::string>();
     if (text == expected || (expected == "GlorotUniform" && text == "glorot_uniform") ||
-        (expected == "Zeros" && text == "zeros"))
+        (expected == "Zeros" && text == "zeros") || (expected == "Ones" && text == "ones"))
       return Status::Ok();
   }
   return Error(std::string(key) + " must be " + std::string(expected) + ", got " + Quoted(*value) +

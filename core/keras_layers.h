@@ -81,6 +81,8 @@ class KerasLayerConfig {
   /// Ok if the initializer is absent, null or of class `expected` ("GlorotUniform",
   /// "Zeros"): dtlab draws its own initial values (docs/models.md).
   Status Initializer(std::string_view key, std::string_view expected) const;
+  /// true or false; `fallback` if the key is absent or null.
+  StatusOr<bool> Boolean(std::string_view key, bool fallback) const;
   /// Ok if every key of the config is name, trainable, dtype, in `known` or `more`,
   /// or holds null (a newer Keras's option left at its default); else names the
   /// first other key.

@@ -29,6 +29,11 @@ struct ParameterSpec {
   bool is_kernel = false;                // kernels are glorot_uniform-initialised, other parameters zeros
   std::int64_t fan_in = 0, fan_out = 0;  // Keras fan computation, for glorot_uniform
   double l2 = 0;                         // Keras L2(l2) regularizer: l2 * sum(w^2) joins the loss (0: none)
+  float initial_value = 0;               // a non-kernel parameter's every element starts here (Keras zeros or ones)
+  /// False for a Keras non-trainable weight (BatchNormalization's moving statistics):
+  /// its gradient is always zero, so no optimizer moves it; its layer's runner
+  /// assigns it (core/batch_norm.h).
+  bool trainable = true;
 };
 
 /// The Keras L2 regularizer factors of a layer's kernel and bias (0: none).
@@ -39,8 +44,18 @@ struct L2Factors {
 /// Activation applied inside Conv2D and Dense, as Keras' `activation=` argument.
 enum class Activation { kLinear, kRelu };
 
+/// One BatchNormalization layer's statistics in one training step, per channel
+/// (core/batch_norm.h): the forward pass's mean and variance, and the backward
+/// pass's two sums through them.
+struct BatchNormStatistics {
+  bool forward_ready = false, backward_ready = false;
+  std::vector<float> mean, variance;        // of the layer's input over the examples it normalizes over
+  std::vector<float> mean_dy, centered_dy;  // the backward's: sum dy / n, sum dy (x - mean) / (n (variance + eps))
+};
+
 /// What a forward pass knows about the examples it runs on, beyond their values:
-/// only layers that draw random numbers (Dropout, core/dropout.h) read it. The
+/// only layers that draw random numbers (Dropout, core/dropout.h) or normalize over
+/// the batch (BatchNormalization, core/batch_norm.h) read it. The
 /// runner fills it per chunk (sim/compute/batch_runner.h); Sequential hands it to
 /// every layer through its cache. The default is inference (no training step).
 struct ForwardContext {
@@ -51,6 +66,11 @@ struct ForwardContext {
   /// example's data set index (or position in the step's global batch), or its replica and position
   /// there: core/dropout.h). Null, or fewer than the batch: the row index.
   std::span<const std::uint64_t> example_streams;
+  /// A training step's BatchNormalization statistics (core/batch_norm.h), indexed by
+  /// the layer's index in its model: what the runner computed over the examples the
+  /// layer normalizes over (the replica's batch, or every replica's). Empty, or not
+  /// ready for a layer: the layer computes them over the batch it is given.
+  std::span<const BatchNormStatistics> batch_norm;
 };
 
 /// What a layer's forward pass keeps for its backward pass (per chunk of examples).

@@ -68,6 +68,8 @@ ParameterList<T> Sequential<T>::InitialParameters(std::uint64_t seed) const {
       const float limit = static_cast<float>(std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out)));
       CounterRng rng(seed, RngPurpose::kWeightInit, i);
       for (std::int64_t k = 0; k < t.size(); ++k) t[k] = static_cast<T>(-limit + (limit + limit) * rng.UniformFloat());
+    } else if (spec.initial_value != 0.0f) {
+      for (std::int64_t k = 0; k < t.size(); ++k) t[k] = static_cast<T>(spec.initial_value);
     }
     params.push_back(std::move(t));
   }
@@ -129,6 +131,13 @@ void RoundTensor(Tensor<T>& t, ComputeType type) {
 
 template <typename T>
 const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const {
+  ForwardBegin(params, x, ws);
+  ForwardLayers(params, 0, layers_.size(), ws);
+  return ws.activations.back();
+}
+
+template <typename T>
+void Sequential<T>::ForwardBegin(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const {
   const ComputeType type = RoundingType<T>(compute_type_);
   ws.activations.resize(layers_.size() + 1);
   ws.caches.resize(layers_.size());
@@ -136,37 +145,54 @@ const Tensor<T>& Sequential<T>::Forward(const ParameterList<T>& params, const Te
   input_shape.insert(input_shape.begin(), x.dim(0));
   ws.activations[0].Resize(input_shape);
   std::copy(x.data(), x.data() + x.size(), ws.activations[0].data());
-  const ParameterList<T>* used = &params;
   if (type != ComputeType::kFloat32) {
     RoundTensor(ws.activations[0], type);
     ws.half_params = params;
     for (Tensor<T>& p : ws.half_params) RoundTensor(p, type);
-    used = &ws.half_params;
   }
+}
+
+template <typename T>
+void Sequential<T>::ForwardLayers(const ParameterList<T>& params, std::size_t from, std::size_t to,
+                                  Workspace& ws) const {
+  const ComputeType type = RoundingType<T>(compute_type_);
+  const ParameterList<T>& used = type != ComputeType::kFloat32 ? ws.half_params : params;
   std::vector<const Tensor<T>*> layer_params;
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
+  for (std::size_t l = from; l < to; ++l) {
     layer_params.clear();
-    for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) layer_params.push_back(&(*used)[p]);
+    for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) layer_params.push_back(&used[p]);
     ws.caches[l].context = &ws.context;
     ws.caches[l].layer = l;
     layers_[l]->Forward(layer_params, ws.activations[l], ws.activations[l + 1], ws.caches[l]);
     if (type != ComputeType::kFloat32) RoundTensor(ws.activations[l + 1], type);
   }
-  return ws.activations.back();
 }
 
 template <typename T>
 void Sequential<T>::Backward(const ParameterList<T>& params, Tensor<T>& dlogits, Workspace& ws, ParameterList<T>& grads,
                              ParameterList<T>* magnitudes) const {
+  Tensor<T>* dy = BackwardBegin(dlogits);
+  BackwardLayers(params, layers_.size(), 0, dy, ws, grads, magnitudes);
+}
+
+template <typename T>
+Tensor<T>* Sequential<T>::BackwardBegin(Tensor<T>& dlogits) const {
+  // A half policy: the gradient that reaches the logits is rounded too.
+  const ComputeType type = RoundingType<T>(compute_type_);
+  if (type != ComputeType::kFloat32) RoundTensor(dlogits, type);
+  return &dlogits;
+}
+
+template <typename T>
+void Sequential<T>::BackwardLayers(const ParameterList<T>& params, std::size_t from, std::size_t to, Tensor<T>*& dy,
+                                   Workspace& ws, ParameterList<T>& grads, ParameterList<T>* magnitudes) const {
   // A half policy: the layers read the parameters Forward rounded, and the gradient
   // that crosses a layer boundary is rounded too.
   const ComputeType type = RoundingType<T>(compute_type_);
   const ParameterList<T>& used = type != ComputeType::kFloat32 ? ws.half_params : params;
-  if (type != ComputeType::kFloat32) RoundTensor(dlogits, type);
-  Tensor<T>* dy = &dlogits;
   std::vector<const Tensor<T>*> layer_params;
   std::vector<Tensor<T>*> layer_grads, layer_magnitudes;
-  for (std::size_t l = layers_.size(); l-- > 0;) {
+  for (std::size_t l = from; l-- > to;) {
     layer_params.clear();
     layer_grads.clear();
     layer_magnitudes.clear();
@@ -186,11 +212,17 @@ void Sequential<T>::Backward(const ParameterList<T>& params, Tensor<T>& dlogits,
 template <typename T>
 void Sequential<T>::BackwardExact(const ParameterList<T>& params, Tensor<T>& dlogits, Workspace& ws,
                                   std::vector<ExampleTerms>& terms) const {
-  terms.resize(parameters_.size());
   Tensor<T>* dy = &dlogits;
+  BackwardExactLayers(params, layers_.size(), 0, dy, ws, terms);
+}
+
+template <typename T>
+void Sequential<T>::BackwardExactLayers(const ParameterList<T>& params, std::size_t from, std::size_t to,
+                                        Tensor<T>*& dy, Workspace& ws, std::vector<ExampleTerms>& terms) const {
+  terms.resize(parameters_.size());
   std::vector<const Tensor<T>*> layer_params;
   std::vector<ExampleTerms*> layer_terms;
-  for (std::size_t l = layers_.size(); l-- > 0;) {
+  for (std::size_t l = from; l-- > to;) {
     layer_params.clear();
     layer_terms.clear();
     for (std::size_t p = first_parameter_[l]; p < first_parameter_[l + 1]; ++p) {

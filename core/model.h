@@ -77,6 +77,12 @@ class Sequential {
   void set_compute_type(ComputeType type) { compute_type_ = type; }
   const std::vector<std::unique_ptr<Layer<T>>>& layers() const { return layers_; }
   const std::vector<ModelParameter>& parameters() const { return parameters_; }
+  /// One example's input shape at layer `layer` (no batch dimension).
+  const Shape& layer_input_shape(std::size_t layer) const {
+    return layer == 0 ? example_shape_ : layer_output_shapes_[layer - 1];
+  }
+  /// The index of layer `layer`'s first parameter in parameters().
+  std::size_t first_parameter(std::size_t layer) const { return first_parameter_[layer]; }
   std::int64_t num_parameter_values() const;
   /// A Keras-like summary table (layer, output shape, parameter count).
   std::string Summary() const;
@@ -102,6 +108,22 @@ class Sequential {
   /// ForwardContext); only Dropout reads it. In float the same for fast and exact mode: fixed-order
   /// chains, so an example's logits do not depend on its batch or the machine.
   const Tensor<T>& Forward(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const;
+  /// Forward in pieces, for a runner that stops between layers (BatchNormalization's
+  /// statistics, sim/compute/batch_runner.h): ForwardBegin takes the input (rounded
+  /// under a half policy), ForwardLayers runs layers [from, to). Forward is
+  /// ForwardBegin then ForwardLayers(0, layers().size()).
+  void ForwardBegin(const ParameterList<T>& params, const Tensor<T>& x, Workspace& ws) const;
+  void ForwardLayers(const ParameterList<T>& params, std::size_t from, std::size_t to, Workspace& ws) const;
+  /// Backward in pieces: BackwardBegin gives the gradient at the logits (rounded under
+  /// a half policy); BackwardLayers runs layers from-1 down to `to`, writing their
+  /// parameters' gradients, and moves `dy` to the gradient at layer `to`'s input
+  /// (null once layer 0 ran). Backward is BackwardBegin then BackwardLayers(size, 0).
+  Tensor<T>* BackwardBegin(Tensor<T>& dlogits) const;
+  void BackwardLayers(const ParameterList<T>& params, std::size_t from, std::size_t to, Tensor<T>*& dy, Workspace& ws,
+                      ParameterList<T>& grads, ParameterList<T>* magnitudes = nullptr) const;
+  /// BackwardExact in pieces, as BackwardLayers.
+  void BackwardExactLayers(const ParameterList<T>& params, std::size_t from, std::size_t to, Tensor<T>*& dy,
+                           Workspace& ws, std::vector<ExampleTerms>& terms) const;
   /// Backward pass after Forward: given dL/dlogits (used as scratch), overwrites
   /// grads with dL/dparams. The input gradient of the first layer is not computed.
   /// If `magnitudes` is not null, also overwrites it with each gradient element's

@@ -13,7 +13,7 @@
 namespace dtlab {
 
 BatchRunner::BatchRunner(const Sequential<float>& model, std::int64_t chunk_size)
-    : model_(model), chunk_size_(std::max<std::int64_t>(chunk_size, 1)) {}
+    : model_(model), chunk_size_(std::max<std::int64_t>(chunk_size, 1)), batch_norm_layers_(BatchNormLayers(model)) {}
 
 void BatchRunner::Evaluate(const ParameterList<float>& params, const Tensor<float>& images,
                            std::span<const std::int32_t> labels, std::span<float> per_example_loss,
@@ -101,8 +101,24 @@ void BatchRunner::Run(const Tensor<float>& images, std::span<const std::int32_t>
     if (any_magnitudes) ChunkBuffer(chunk_magnitudes_, slot);
   }
 
+  batch_norm_stats_.clear();
+  const bool staged = !batch_norm_layers_.empty() &&
+                      std::any_of(segments.begin(), segments.end(), [](const BatchSegment& s) { return s.grads; });
+  if (staged) {
+    std::vector<StagedChunk> staged_chunks;
+    for (const ChunkTask& task : tasks) {
+      const BatchSegment& seg = segments[task.segment];
+      StagedChunk chunk{task.segment, seg.begin, task.begin, task.count, seg.params, seg.grads != nullptr};
+      if (seg.grads) {
+        chunk.grads = task.direct ? seg.grads : &chunk_grads_[task.slot];
+        chunk.magnitudes = seg.magnitudes ? (task.direct ? seg.magnitudes : &chunk_magnitudes_[task.slot]) : nullptr;
+      }
+      staged_chunks.push_back(chunk);
+    }
+    RunStaged(images, labels, coefficients, per_example_loss, predictions, staged_chunks, segments.size(), false);
+  }
   tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, tasks.size(), 1),
+      tbb::blocked_range<std::size_t>(0, staged ? 0 : tasks.size(), 1),
       [&](const tbb::blocked_range<std::size_t>& range) {
         ThreadScratch& scratch = scratch_.local();
         for (std::size_t t = range.begin(); t < range.end(); ++t) {
@@ -314,8 +330,21 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
     }
   }
   if (chunk_terms_.size() < slots) chunk_terms_.resize(slots);
+  batch_norm_stats_.clear();
+  const bool staged = !batch_norm_layers_.empty() && std::any_of(segments.begin(), segments.end(),
+                                                                 [](const auto& s) { return !s.grad_words.empty(); });
+  if (staged) {
+    std::vector<StagedChunk> staged_chunks;
+    for (const ExactChunk& chunk : chunks) {
+      const ExactSegment& seg = segments[chunk.segment];
+      StagedChunk staged_chunk{chunk.segment, seg.begin, chunk.begin, chunk.count, seg.params, !seg.grad_words.empty()};
+      if (staged_chunk.backward) staged_chunk.terms = &chunk_terms_[chunk.slot];
+      staged_chunks.push_back(staged_chunk);
+    }
+    RunStaged(images, labels, coefficients, per_example_loss, predictions, staged_chunks, segments.size(), true);
+  }
   tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, chunks.size(), 1),
+      tbb::blocked_range<std::size_t>(0, staged ? 0 : chunks.size(), 1),
       [&](const tbb::blocked_range<std::size_t>& range) {
         ThreadScratch& scratch = scratch_.local();
         for (std::size_t t = range.begin(); t < range.end(); ++t) {

@@ -18,11 +18,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
 #include <tbb/enumerable_thread_specific.h>
 
+#include "core/batch_norm.h"
 #include "core/dropout.h"
 #include "core/exact_sum.h"
 #include "core/model.h"
@@ -130,6 +132,24 @@ class BatchRunner {
                       std::vector<std::int64_t>& words, ParameterList<float>& grads);
 
   std::int64_t chunk_size() const { return chunk_size_; }
+
+  /// BatchNormalization (core/batch_norm.h). A model with such layers runs a
+  /// training pass in stages: every chunk runs up to a BatchNormalization layer, the
+  /// chunks' exact partial sums are added up per segment, and, for a synchronized
+  /// layer, summed across segments by `reduce` (the cluster's all-reduce; without
+  /// one, by adding the segments' words here), before any chunk goes on; the
+  /// backward pass stops there again for the sums through the statistics. `reduce`
+  /// gets one buffer per segment, all the same size, to be replaced by their
+  /// element-wise sum (int64 words, so any order gives the same sum).
+  using BatchNormReduce = std::function<void(std::span<const std::span<std::int64_t>> buffers)>;
+  void set_batch_norm_reduce(BatchNormReduce reduce) { batch_norm_reduce_ = std::move(reduce); }
+  /// After a training Run or RunExact: segment `segment`'s statistics, indexed by
+  /// layer (ForwardContext::batch_norm); empty if the model has no BatchNormalization
+  /// layer or the last pass trained nothing.
+  std::span<const BatchNormStatistics> batch_norm_statistics(std::size_t segment) const {
+    return segment < batch_norm_stats_.size() ? std::span<const BatchNormStatistics>(batch_norm_stats_[segment])
+                                              : std::span<const BatchNormStatistics>();
+  }
   /// The step the next Run or RunExact is (for Dropout's masks); the images' rows
   /// are the step's global batch, so an example's position there is its stream.
   void set_dropout_step(const DropoutStep& step) { dropout_step_ = step; }
@@ -172,8 +192,34 @@ class BatchRunner {
   void SetForwardContext(bool training, std::size_t segment, std::int64_t segment_begin, std::int64_t begin,
                          std::int64_t count, ThreadScratch& scratch) const;
 
+  // One chunk of a staged pass (a model with BatchNormalization): its segment, its
+  // examples, and whether it trains (a backward pass into `grads` or `terms`).
+  struct StagedChunk {
+    std::size_t segment;
+    std::int64_t segment_begin, begin, count;
+    const ParameterList<float>* params;
+    bool backward;
+    ParameterList<float>* grads = nullptr;  // fast mode
+    ParameterList<float>* magnitudes = nullptr;
+    std::vector<ExampleTerms>* terms = nullptr;  // exact mode
+  };
+  // The chunks' passes in stages at every BatchNormalization layer (set_batch_norm_reduce).
+  void RunStaged(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
+                 std::span<float> per_example_loss, std::span<std::int32_t> predictions,
+                 std::span<const StagedChunk> chunks, std::size_t segments, bool exact);
+  // Adds each training chunk's partial sums (forward or backward) of layer `layer`
+  // per segment, reduces them across segments if the layer is synchronized, and
+  // finishes the segments' statistics.
+  void SumStatistics(std::span<const StagedChunk> chunks, std::size_t segments, std::size_t layer, bool backward);
+
   const Sequential<float>& model_;
   std::int64_t chunk_size_;
+  std::vector<std::size_t> batch_norm_layers_;
+  BatchNormReduce batch_norm_reduce_;
+  std::vector<std::vector<BatchNormStatistics>> batch_norm_stats_;  // [segment][layer]
+  std::vector<ThreadScratch> staged_scratch_;                       // [chunk] of a staged pass
+  std::vector<Tensor<float>*> staged_dy_;                           // [chunk]: where its backward pass is
+  std::vector<std::vector<std::int64_t>> chunk_words_, segment_words_;
   DropoutStep dropout_step_;
   tbb::enumerable_thread_specific<ThreadScratch> scratch_;
   tbb::enumerable_thread_specific<SumScratch> scratch_sums_;

@@ -433,6 +433,19 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
   const std::unique_ptr<ComputeBackend> faulty = faults_ != nullptr ? faults_->WrapCompute(base, first, step) : nullptr;
   ComputeBackend& compute = faulty != nullptr ? *faulty : base;
   compute.SetDropoutStep({config_.dropout_seed, step, config_.dropout_rng, first, layout.indices});
+  // A synchronized BatchNormalization layer's sums cross the replicas through the
+  // cluster's own all-reduce (the ring, or MPI across processes), as Keras's
+  // synchronized moments all-reduce theirs (core/batch_norm.h).
+  batch_norm_status_ = Status::Ok();
+  runner_.set_batch_norm_reduce([this, step](std::span<const std::span<std::int64_t>> buffers) {
+    const CollectiveOptions options = Options(step);
+    if (group_ != nullptr) {
+      const Status status = group_->AllReduce(buffers, config_.replicas, ReduceOp::kSum, options);
+      if (!status.ok() && batch_norm_status_.ok()) batch_norm_status_ = status;
+    } else {
+      AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
+    }
+  });
   std::vector<std::conditional_t<kExact, ExactSegment, BatchSegment>> segments;
   for (std::int32_t r = first; r < end; ++r) {
     const auto k = static_cast<std::size_t>(r);
@@ -462,6 +475,8 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
         });
       });
   DTLAB_RETURN_IF_ERROR(computed);
+  DTLAB_RETURN_IF_ERROR(batch_norm_status_);
+  if (!BatchNormLayers(model_).empty()) DTLAB_RETURN_IF_ERROR(CollectiveStatus("all_reduce/batch_norm", step));
 
   // Per replica: its loss with its share of the regularization (the loss code's),
   // the same share of the regularization gradient, and its gradient ready for the
@@ -656,6 +671,11 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
       Replica& replica = replicas_[k];
       UnpackParameters(replica.flat, replica.grads);
       ApplyInParallel(*replica.optimizer, replica.params, replica.grads, learning_rate);
+      // BatchNormalization's moving statistics: each replica assigns its own copy
+      // from its own batch's statistics (Keras's variables are MirroredVariables with
+      // aggregation NONE), so unsynchronized layers leave the copies different, and
+      // replica 0's is the one read and checkpointed, as in TensorFlow.
+      UpdateMovingStatistics(model_, runner_.batch_norm_statistics(k), replica.params);
     });
   }
   const std::string where = "step " + std::to_string(step) + ": ";

@@ -152,7 +152,9 @@ class Cluster final : public TrainingEngine {
   /// The variables every replica computes with (replica 0's copy; the host copy for
   /// CentralStorage).
   const ParameterList<float>& variables() const override;
-  /// True when every replica's copy of the variables is bitwise equal.
+  /// True when every replica's copy of the trainable variables is bitwise equal.
+  /// Non-trainable ones (BatchNormalization's moving statistics) are each replica's
+  /// own, as in TensorFlow, and differ under an unsynchronized layer.
   bool ReplicasInSync() const;
 
   /// Copies replica 0's (or the host's) variables, optimizer and the merged metric
@@ -290,6 +292,7 @@ class Cluster final : public TrainingEngine {
   const Sequential<float>& model_;
   ClusterConfig config_;
   BatchRunner runner_;
+  Status batch_norm_status_;                  // of the last step's BatchNormalization all-reduces (a worker group's)
   std::unique_ptr<ComputeBackend> cpu_;       // runner_ as a compute backend
   ComputeBackend* compute_ = nullptr;         // not owned; null: cpu_
   std::unique_ptr<FaultInjector> faults_;     // with injected faults

@@ -12,7 +12,7 @@ const ParameterList<float>& Cluster::variables() const { return central() ? host
 bool Cluster::ReplicasInSync() const {
   for (std::size_t r = 1; r < replicas_.size(); ++r)
     for (std::size_t p = 0; p < replicas_[0].params.size(); ++p)
-      if (!(replicas_[r].params[p] == replicas_[0].params[p])) return false;
+      if (model_.parameters()[p].spec.trainable && !(replicas_[r].params[p] == replicas_[0].params[p])) return false;
   return true;
 }
 

@@ -1,5 +1,7 @@
 #include "sim/engines/reference_step.h"
 
+#include "core/batch_norm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +34,20 @@ std::string ReferenceStep::DropoutCause(const Distributed& step) const {
          "keyed keys each mask by the example and equals one device";
 }
 
+std::string ReferenceStep::BatchNormCause(const Distributed& step) const {
+  if (step.batch_sizes.size() < 2) return "";
+  std::string layers;
+  for (const auto& layer : model_.layers())
+    if (const auto* bn = dynamic_cast<const BatchNormalization<float>*>(layer.get()); bn && !bn->config().synchronized)
+      layers += (layers.empty() ? "" : ", ") + layer->name();
+  if (layers.empty()) return "";
+  return "BatchNormalization (" + layers +
+         ") normalizes each replica's examples by that replica's own batch statistics (synchronized=False, Keras's "
+         "default), so every example's values depend on the replicas it shares a batch with; one device normalizes "
+         "by the whole global batch's. BatchNormalization(synchronized=True) all-reduces the statistics and equals "
+         "one device";
+}
+
 StepCheck ReferenceStep::Check(const LossCode& loss, MathMode math, const Distributed& step) {
   DropoutStep dropout = step.dropout;
   dropout.step = step.step;
@@ -39,7 +55,8 @@ StepCheck ReferenceStep::Check(const LossCode& loss, MathMode math, const Distri
   runner_.set_dropout_step(dropout);
   StepCheck check = math == MathMode::kExact ? CheckExact(loss, math, step) : CheckFast(loss, step);
   if (!check.within_bound) {
-    const std::string cause = DropoutCause(step);
+    std::string cause = BatchNormCause(step);
+    if (cause.empty()) cause = DropoutCause(step);
     if (!cause.empty()) check.explanation = cause;  // the other symptoms (per-example losses differ) follow from it
   }
   check.distributed_norm = L2Norm(step.reduced_gradient);

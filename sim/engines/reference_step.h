@@ -69,6 +69,8 @@ class ReferenceStep {
   StepCheck CheckExact(const LossCode& loss, MathMode math, const Distributed& step);
   // Why a failed check may be Dropout's doing (per-replica masks), or "".
   std::string DropoutCause(const Distributed& step) const;
+  // Why it may be BatchNormalization's (per-replica statistics), or "".
+  std::string BatchNormCause(const Distributed& step) const;
 
   const Sequential<float>& model_;
   BatchRunner runner_;

@@ -291,9 +291,35 @@ struct RunEngine {
   std::unique_ptr<TrainingEngine> engine;
 };
 
+// BatchNormalization (core/batch_norm.h) trains under the strategies with mirrored
+// variables (one_device, mirrored, multi_worker_mirrored, tpu), in float32, one
+// micro-batch per step; the rest is refused with what to change.
+Status CheckBatchNormRun(const TrainConfig& config, const Sequential<float>& model) {
+  const std::vector<std::size_t> layers = BatchNormLayers(model);
+  if (layers.empty()) return Status::Ok();
+  const std::string what = "layer " + model.layers()[layers.front()]->name() + " (BatchNormalization): ";
+  const StrategyKind strategy = config.cluster.strategy;
+  if (strategy == StrategyKind::kParameterServer || strategy == StrategyKind::kCentralStorage)
+    return Status::InvalidArgument(what + "the " + std::string(StrategyName(strategy)) +
+                                   " strategy keeps one copy of the variables, and dtlab runs BatchNormalization "
+                                   "only with mirrored ones (each replica updates its own moving statistics); use "
+                                   "--strategy mirrored, multi_worker_mirrored, tpu or one_device");
+  if (config.cluster.accumulation.on())
+    return Status::InvalidArgument(what + "--accumulation-steps " + std::to_string(config.cluster.accumulation.steps) +
+                                   ": each micro-batch would normalize by its own statistics and update the moving "
+                                   "ones, which dtlab does not run yet; use --accumulation-steps 1");
+  if (config.cluster.precision.half())
+    return Status::InvalidArgument(what + "--precision " +
+                                   std::string(PrecisionName(config.cluster.precision.compute)) +
+                                   ": Keras computes BatchNormalization in float32 under a mixed policy, which dtlab "
+                                   "does not run yet; use --precision float32");
+  return Status::Ok();
+}
+
 StatusOr<RunEngine> MakeRunEngine(const TrainConfig& config, const Sequential<float>& model,
                                   const OptimizerOptions& optimizer_options, const ParameterList<float>& initial,
                                   double flops_per_example) {
+  DTLAB_RETURN_IF_ERROR(CheckBatchNormRun(config, model));
   RunEngine made;
   Cluster* cluster = nullptr;
   if (config.cluster.strategy == StrategyKind::kParameterServer) {

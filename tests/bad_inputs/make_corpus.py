@@ -115,7 +115,8 @@ def models():
     model_file("not_json", None, text='{"class_name": "Sequential", "config": {"layers": [')
     model_file("functional", [inp, flat, out], model_class="Functional")
     model_file("unknown_layer", [inp, layer("LSTM", "lstm", units=8), out])
-    model_file("batch_normalization", [inp, conv(), layer("BatchNormalization", "batch_normalization"), flat, out])
+    model_file("batch_normalization", [inp, conv(), layer("BatchNormalization", "batch_normalization", renorm=True),
+                                       flat, out])
     model_file("l1_regularizer", [inp, flat, layer("Dense", "dense", units=10, kernel_regularizer={
         "module": "keras.regularizers", "class_name": "L1", "config": {"l1": 0.01}})])
     model_file("dilated", [inp, conv(dilation_rate=[2, 2]), flat, out])

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/activation_layer.h"
+#include "core/batch_norm.h"
 #include "core/conv2d.h"
 #include "core/dense.h"
 #include "core/loss.h"
@@ -52,7 +53,7 @@ void ExpectMatchesFiniteDifferences(Tensor<D>& value, const Tensor<D>& analytic,
   ::testing::Test::RecordProperty(what, std::to_string(worst));
 }
 
-void CheckLayer(const Layer<D>& layer, const Shape& batch_input_shape) {
+void CheckLayer(const Layer<D>& layer, const Shape& batch_input_shape, const ForwardContext* context = nullptr) {
   Shape example(batch_input_shape.begin() + 1, batch_input_shape.end());
   std::vector<Tensor<D>> params;
   std::uint64_t index = 1;
@@ -62,11 +63,13 @@ void CheckLayer(const Layer<D>& layer, const Shape& batch_input_shape) {
   Tensor<D> x = RandomTensor(batch_input_shape, 100);
 
   LayerCache<D> cache;
+  cache.context = context;
   Tensor<D> y;
   layer.Forward(param_ptrs, x, y, cache);
   const Tensor<D> r = RandomTensor(y.shape(), 200);
   auto loss = [&] {
     LayerCache<D> c;
+    c.context = context;
     Tensor<D> out;
     layer.Forward(param_ptrs, x, out, c);
     D sum = 0;
@@ -126,6 +129,18 @@ TEST(GradientCheck, SoftmaxLayer) {
 TEST(GradientCheck, ActivationLayers) {
   CheckLayer(ActivationLayer<D>("relu", ActivationLayer<D>::Function::kRelu, "Activation"), {3, 4, 5, 2});
   CheckLayer(ActivationLayer<D>("linear", ActivationLayer<D>::Function::kLinear, "Activation"), {3, 5});
+}
+// A training pass: the gradient through the batch's mean and variance (the moving
+// statistics get none, and the output does not depend on them).
+TEST(GradientCheck, BatchNormalizationTraining) {
+  ForwardContext training;
+  training.training = true;
+  CheckLayer(BatchNormalization<D>("bn", {}), {3, 4, 5, 2}, &training);
+  CheckLayer(BatchNormalization<D>("bn", {}), {5, 7}, &training);
+  BatchNormConfig bare;
+  bare.center = bare.scale = false;
+  bare.epsilon = 0.5;
+  CheckLayer(BatchNormalization<D>("bn", bare), {4, 3, 3, 3}, &training);
 }
 TEST(GradientCheck, Flatten) { CheckLayer(Reshape<D>("flatten", {}), {3, 4, 5, 2}); }
 TEST(GradientCheck, Reshape) { CheckLayer(Reshape<D>("reshape", {5, 4, 1}), {3, 5, 4}); }

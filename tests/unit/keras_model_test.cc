@@ -225,14 +225,38 @@ void ExpectRefused(const std::string& text, const std::vector<std::string>& piec
 }
 
 TEST(KerasModel, RefusesKerasWrittenFilesItDoesNotSupport) {
-  ExpectRefused(ReadText(Fixture("batch_normalization.json")),
-                {"model.json: layers[2] 'batch_normalization' (BatchNormalization)", "not supported",
-                 "InputLayer, Conv2D, MaxPooling2D"});
   ExpectRefused(ReadText(Fixture("l1_regularizer.json")),
                 {"layers[2] 'dense_5' (Dense)", "kernel_regularizer", "the L1 regularizer is not supported"});
   ExpectRefused(ReadText(Fixture("dilated.json")), {"layers[1] 'conv2d_5' (Conv2D)", "dilation_rate"});
   ExpectRefused(ReadText(Fixture("no_input_shape.json")), {"no input shape", "keras.Input(shape=...)"});
   ExpectRefused(ReadText(Fixture("functional.json")), {"a Functional model", "dtlab reads Sequential models"});
+}
+
+TEST(KerasModel, ReadsBatchNormalizationAsKerasWritesIt) {
+  auto made = MakeModel<float>(Fixture("batch_normalization.json"), {28, 28, 1}, 10);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::vector<std::string> names;
+  for (const auto& p : (*made)->parameters()) names.push_back(p.name + (p.spec.trainable ? "" : " (frozen)"));
+  EXPECT_EQ(names, (std::vector<std::string>{"conv2d_4/kernel", "conv2d_4/bias", "batch_normalization/gamma",
+                                             "batch_normalization/beta", "batch_normalization/moving_mean (frozen)",
+                                             "batch_normalization/moving_variance (frozen)", "dense_4/kernel",
+                                             "dense_4/bias"}));
+  const std::string layer = "layers[2] 'batch_normalization' (BatchNormalization)";
+  Json root = Json::parse(ReadText(Fixture("batch_normalization.json")));
+  auto with = [&](const char* key, Json value) {
+    Json edited = root;
+    edited["config"]["layers"][2]["config"][key] = value;
+    return edited.dump();
+  };
+  ExpectRefused(with("axis", 1), {layer, "axis", "-1"});
+  ExpectRefused(with("renorm", true), {layer, "renorm"});
+  ExpectRefused(with("center", "yes"), {layer, "center must be true or false"});
+  ExpectRefused(with("trainable", false), {layer, "frozen"});
+  ExpectRefused(with("momentum", 2), {layer, "momentum"});
+  ExpectRefused(with("gamma_regularizer", Json::parse(R"({"class_name": "L2", "config": {"l2": 0.1}})")),
+                {layer, "gamma_regularizer"});
+  ExpectRefused(with("virtual_batch_size", 4), {layer, "virtual_batch_size"});
+  ExpectRefused(with("moving_variance_initializer", "zeros"), {layer, "moving_variance_initializer"});
 }
 
 // every_layer.json with one change: `edit` gets the layer list.

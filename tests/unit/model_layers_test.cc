@@ -268,7 +268,7 @@ TEST(ModelLayers, DropoutIsKerasInvertedDropoutWithKeyedMasks) {
   const Tensor<float> x = Random({4, 30}, 9), dy = Random({4, 30}, 10);
   const Dropout<float> layer("dropout", 0.3);
   const std::vector<std::uint64_t> streams = {17, 3, 99, 4};
-  ForwardContext context{true, 5, 12, streams};
+  ForwardContext context{true, 5, 12, streams, {}};
   LayerCache<float> cache;
   cache.context = &context;
   cache.layer = 2;
@@ -293,7 +293,7 @@ TEST(ModelLayers, DropoutIsKerasInvertedDropoutWithKeyedMasks) {
   EXPECT_TRUE(SameBits(dx, want_dx));
   // An example's mask is its stream's: the same rows in another batch order get the same values.
   const std::vector<std::uint64_t> reversed = {4, 99, 3, 17};
-  ForwardContext other{true, 5, 12, reversed};
+  ForwardContext other{true, 5, 12, reversed, {}};
   Tensor<float> x_reversed({4, 30}), y_reversed;
   for (std::int64_t e = 0; e < 4; ++e) std::copy_n(x.data() + e * 30, 30, x_reversed.data() + (3 - e) * 30);
   LayerCache<float> other_cache;
