@@ -22,8 +22,31 @@ namespace {
 // Runs the device backends do not take, replayed on the CPU alone: parameter
 // servers (asynchronous updates) and a half policy (the device kernels do not
 // round to the half type; MakeDevicePlan refuses them).
+// True if the run's model is a file with a BatchNormalization layer, which has no
+// device kernel (a file that cannot be read says no: the run reports it).
+bool HasBatchNormalization(const TrainConfig& config) {
+  if (!IsModelFile(config.model)) return false;
+  const auto text = ReadRegularFile(config.model, std::size_t{64} << 20, "model file");
+  if (!text.ok()) return false;
+  const nlohmann::json root = nlohmann::json::parse(*text, nullptr, false);
+  if (!root.is_object() || !root.contains("config") || !root["config"].is_object()) return false;
+  const nlohmann::json& model = root["config"];
+  if (!model.contains("layers") || !model["layers"].is_array()) return false;
+  return std::any_of(model["layers"].begin(), model["layers"].end(), [](const nlohmann::json& layer) {
+    return layer.is_object() && layer.value("class_name", "") == "BatchNormalization";
+  });
+}
+
 bool CpuOnly(const TrainConfig& config) {
-  return config.cluster.strategy == StrategyKind::kParameterServer || config.cluster.precision.half();
+  return config.cluster.strategy == StrategyKind::kParameterServer || config.cluster.precision.half() ||
+         HasBatchNormalization(config);
+}
+
+std::string CpuOnlyReason(const TrainConfig& config) {
+  if (config.cluster.precision.half())
+    return "a half policy (--precision) runs on the CPU only: the device kernels compute in float32";
+  if (config.cluster.strategy == StrategyKind::kParameterServer) return "parameter servers run on the CPU only";
+  return "BatchNormalization runs on the CPU only: it has no device kernel";
 }
 
 using nlohmann::json;
@@ -359,11 +382,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
     ReplayRun run;
     run.name = d.name;
     run.cpu_only = d.run && CpuOnly(d.run->config);
-    if (run.cpu_only)
-      run.cpu_only_reason = d.run->config.cluster.precision.half()
-                                ? "a half policy (--precision) runs on the CPU only: the device kernels compute in "
-                                  "float32"
-                                : "parameter servers run on the CPU only";
+    if (run.cpu_only) run.cpu_only_reason = CpuOnlyReason(d.run->config);
     run.device_status = StatusText(d.status);
     if (exact) {
       if (r >= reference.names.size() || reference.names[r] != d.name) {
@@ -473,6 +492,7 @@ json ReplayToJson(const ReplayResult& result) {
                        {"passed", s.passed}});
     runs.push_back({{"name", run.name},
                     {"cpu_only", run.cpu_only},
+                    {"cpu_only_reason", run.cpu_only_reason},
                     {"reference_status", run.reference_status},
                     {"device_status", run.device_status},
                     {"passed", run.passed},

@@ -69,6 +69,10 @@ check_json mixed.emulated "d['passed'] and d['steps_compared'] == 0 and all(r['c
 check_json mixed.emulated "'all_reduce' not in d"
 expect_exit 0 mixed.emulated-text -- "$DTLAB" replay mixed-precision-overflow --backend emulated --steps 1
 expect_contains mixed.emulated-text out "PASS: no step ran on the device (every run of the scenario stays on the CPU)"
+# So does BatchNormalization (no device kernel): the replay says so for every run.
+expect_exit 0 batch-norm.emulated -- "$DTLAB" replay batch-norm-replicas --backend emulated --steps 1 --json
+check_json batch-norm.emulated "d['passed'] and d['steps_compared'] == 0 and all(r['cpu_only'] for r in d['runs'])"
+check_json batch-norm.emulated "all('BatchNormalization runs on the CPU only' in r['cpu_only_reason'] for r in d['runs'])"
 expect_exit 2 mixed.train -- "$DTLAB" train --backend emulated --precision mixed_float16 --steps 1
 expect_contains mixed.train err "the device kernels compute in float32"
 
