@@ -89,10 +89,21 @@ def train(args):
     d = args.data
     images = torch.tensor(read_idx(f"{d}/train-images-idx3-ubyte.gz"), dtype=torch.float32).div_(255.0).unsqueeze(1)
     labels = torch.tensor(read_idx(f"{d}/train-labels-idx1-ubyte.gz"), dtype=torch.int64)
-    model = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(1600, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    if args.model == "batch-norm-cnn":
+        # scenarios/models/batch-norm-cnn.json: Keras's BatchNormalization defaults are
+        # epsilon 1e-3 and momentum 0.99 (PyTorch's momentum is 1 - Keras's); no regularizer.
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 8, 3), torch.nn.ReLU(), torch.nn.BatchNorm2d(8, eps=1e-3, momentum=0.01),
+            torch.nn.MaxPool2d(2), torch.nn.Dropout(0.25), torch.nn.Flatten(), torch.nn.Linear(8 * 13 * 13, 32),
+            torch.nn.BatchNorm1d(32, eps=1e-3, momentum=0.01), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+        l2 = 0.0
+    else:
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(1600, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+        l2 = L2
+    model.train()
     device = torch.device(args.device)
     model = model.to(device)
     images, labels = images.to(device), labels.to(device)
@@ -106,13 +117,15 @@ def train(args):
         x, y = images[idx], labels[idx]
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y, reduction="sum") / args.batch
-        loss = loss + L2 * sum((k * k).sum() for k in kernels)
+        if l2:
+            loss = loss + l2 * sum((k * k).sum() for k in kernels)
         loss.backward()
         optimizer.step()
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    print(json.dumps({"peer": f"pytorch {torch.__version__}", "device": args.device, "batch": args.batch,
+    print(json.dumps({"peer": f"pytorch {torch.__version__}", "model": args.model, "device": args.device,
+                      "batch": args.batch,
                       "threads": args.threads,
                       "images": n, "seconds": seconds, "images_per_second": n / seconds,
                       "seconds_per_epoch": seconds * images.shape[0] / n}))
@@ -124,13 +137,15 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check-dump", help="compare a --dump-step file with PyTorch in float64")
     c.add_argument("path")
-    t = sub.add_parser("train", help="time seed-cnn training on Fashion-MNIST")
+    t = sub.add_parser("train", help="time training on Fashion-MNIST (seed-cnn, or --model batch-norm-cnn)")
     t.add_argument("--batch", type=int, default=64)
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: one epoch)")
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     t.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU (bench/gpu_throughput.sh)")
+    t.add_argument("--model", default="seed-cnn", choices=["seed-cnn", "batch-norm-cnn"],
+                   help="seed-cnn, or scenarios/models/batch-norm-cnn.json's BatchNormalization + Dropout model")
     args = parser.parse_args()
     return check_dump(args.path) if args.command == "check-dump" else train(args)
 
