@@ -318,7 +318,8 @@ void FinishForwardSums(std::span<const std::int64_t> words, std::int64_t positio
     const double variance = s2 / n - mean * mean;
     stats.mean[static_cast<std::size_t>(c)] = static_cast<float>(mean);
     // Clamped at +0 where rounding makes it negative; NaN (no example) stays NaN.
-    stats.variance[static_cast<std::size_t>(c)] = static_cast<float>(std::isnan(variance) ? variance : std::max(variance, 0.0));
+    stats.variance[static_cast<std::size_t>(c)] =
+        static_cast<float>(std::isnan(variance) ? variance : std::max(variance, 0.0));
   }
   stats.forward_ready = true;
 }

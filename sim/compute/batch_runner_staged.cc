@@ -101,9 +101,8 @@ void BatchRunner::RunStaged(const Tensor<float>& images, std::span<const std::in
   // Forward: up to each BatchNormalization layer, then its statistics.
   std::size_t from = 0;
   for (const std::size_t layer : batch_norm_layers_) {
-    ForEach(chunks.size(), [&](std::size_t c) {
-      model_.ForwardLayers(*chunks[c].params, from, layer, staged_scratch_[c].workspace);
-    });
+    ForEach(chunks.size(),
+            [&](std::size_t c) { model_.ForwardLayers(*chunks[c].params, from, layer, staged_scratch_[c].workspace); });
     SumStatistics(chunks, segments, layer, false);
     from = layer;
   }
