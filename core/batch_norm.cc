@@ -139,9 +139,11 @@ void BatchNormalization<T>::Forward(std::span<const Tensor<T>* const> params, co
     const T centered = mean[c] * r;
     shift[c] = config_.center ? (*params[config_.scale ? 1 : 0])[static_cast<std::int64_t>(c)] - centered : -centered;
   }
-  for (std::int64_t i = 0; i < x.size(); ++i) {
-    const auto c = static_cast<std::size_t>(i % C);
-    y[i] = x[i] * inv[c] + shift[c];
+  const std::int64_t rows = x.size() / std::max<std::int64_t>(C, 1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* in = x.data() + r * C;
+    T* out = y.data() + r * C;
+    for (std::size_t c = 0; c < channels; ++c) out[c] = in[c] * inv[c] + shift[c];
   }
 }
 
@@ -178,19 +180,33 @@ void BatchNormalization<T>::BackwardTerms(std::span<const Tensor<T>* const> para
   gamma_terms.SetZero();
   beta_terms.SetZero();
   if (dx != nullptr) dx->Resize(x.shape());
+  const std::int64_t positions = per_example / std::max<std::int64_t>(C, 1);
   for (std::int64_t e = 0; e < batch; ++e) {
-    T* g = gamma_terms.data() + e * C;
-    T* b = beta_terms.data() + e * C;
-    for (std::int64_t k = 0; k < per_example; ++k) {
-      const std::int64_t i = e * per_example + k;
-      const auto c = static_cast<std::size_t>(k % C);
-      const T centered = x[i] - mean[c];
-      g[c] += dy[i] * (centered * r[c]);
-      b[c] += dy[i];
-      if (dx != nullptr) {
-        T t = dy[i];
-        if (training) t = (t - mean_dy[c]) - centered * centered_dy[c];
-        (*dx)[i] = inv[c] * t;
+    T* __restrict__ g = gamma_terms.data() + e * C;
+    T* __restrict__ b = beta_terms.data() + e * C;
+    for (std::int64_t p = 0; p < positions; ++p) {
+      const std::int64_t first = (e * positions + p) * C;
+      const T* __restrict__ xs = x.data() + first;
+      const T* __restrict__ dys = dy.data() + first;
+      T* __restrict__ dxs = dx != nullptr ? dx->data() + first : nullptr;
+      if (dxs != nullptr && training) {  // the training pass: one loop the compiler vectorizes
+        for (std::size_t c = 0; c < channels; ++c) {
+          const T centered = xs[c] - mean[c];
+          g[c] += dys[c] * (centered * r[c]);
+          b[c] += dys[c];
+          dxs[c] = inv[c] * ((dys[c] - mean_dy[c]) - centered * centered_dy[c]);
+        }
+        continue;
+      }
+      for (std::size_t c = 0; c < channels; ++c) {
+        const T centered = xs[c] - mean[c];
+        g[c] += dys[c] * (centered * r[c]);
+        b[c] += dys[c];
+        if (dxs != nullptr) {
+          T t = dys[c];
+          if (training) t = (t - mean_dy[c]) - centered * centered_dy[c];
+          dxs[c] = inv[c] * t;
+        }
       }
     }
   }
@@ -267,26 +283,52 @@ void BatchNormalization<T>::BackwardExact(std::span<const Tensor<T>* const> para
 
 std::int64_t BatchNormWords(std::int64_t channels) { return channels * kBatchNormSums * kExactWords + 1; }
 
-void AddForwardSums(const Tensor<float>& x, std::span<std::int64_t> words) {
-  const std::int64_t C = x.shape().back();
-  for (std::int64_t i = 0; i < x.size(); ++i) {
-    std::int64_t* w = words.data() + (i % C) * kBatchNormSums * kExactWords;
-    ExactAddFloat(w, x[i]);
-    ExactAddProduct(w + kExactWords, x[i], x[i]);
+// Per example and channel, the sums over the example's positions are double chains
+// in position order (a function of the example alone), and the sums over examples
+// exact: one ExactAddDouble per example, not one exact add per value.
+template <typename Terms>
+void AddPerExample(std::int64_t examples, std::int64_t positions, std::int64_t C, std::span<std::int64_t> words,
+                   Terms terms) {
+  std::vector<double> first(static_cast<std::size_t>(C)), second(static_cast<std::size_t>(C));
+  for (std::int64_t e = 0; e < examples; ++e) {
+    std::fill(first.begin(), first.end(), 0.0);
+    std::fill(second.begin(), second.end(), 0.0);
+    for (std::int64_t p = 0; p < positions; ++p) terms((e * positions + p) * C, first.data(), second.data());
+    std::int64_t* w = words.data();
+    for (std::int64_t c = 0; c < C; ++c, w += kBatchNormSums * kExactWords) {
+      ExactAddDouble(w, first[static_cast<std::size_t>(c)]);
+      ExactAddDouble(w + kExactWords, second[static_cast<std::size_t>(c)]);
+    }
   }
-  words.back() += x.dim(0);
+  words.back() += examples;
+}
+
+void AddForwardSums(const Tensor<float>& x, std::span<std::int64_t> words) {
+  const std::int64_t C = x.shape().back(), examples = x.dim(0);
+  const std::int64_t positions = examples == 0 ? 0 : x.size() / examples / C;
+  AddPerExample(examples, positions, C, words, [&](std::int64_t at, double* sum, double* squares) {
+    const float* xs = x.data() + at;
+    for (std::int64_t c = 0; c < C; ++c) {
+      const auto v = static_cast<double>(xs[c]);
+      sum[c] += v;
+      squares[c] += v * v;  // exact in double
+    }
+  });
 }
 
 void AddBackwardSums(const Tensor<float>& x, const Tensor<float>& dy, std::span<const float> mean,
                      std::span<std::int64_t> words) {
-  const std::int64_t C = x.shape().back();
-  for (std::int64_t i = 0; i < x.size(); ++i) {
-    const std::int64_t c = i % C;
-    std::int64_t* w = words.data() + c * kBatchNormSums * kExactWords;
-    ExactAddFloat(w, dy[i]);
-    ExactAddProduct(w + kExactWords, dy[i], x[i] - mean[static_cast<std::size_t>(c)]);
-  }
-  words.back() += x.dim(0);
+  const std::int64_t C = x.shape().back(), examples = x.dim(0);
+  const std::int64_t positions = examples == 0 ? 0 : x.size() / examples / C;
+  AddPerExample(examples, positions, C, words, [&](std::int64_t at, double* sum, double* products) {
+    const float* xs = x.data() + at;
+    const float* dys = dy.data() + at;
+    for (std::int64_t c = 0; c < C; ++c) {
+      const auto g = static_cast<double>(dys[c]);
+      sum[c] += g;
+      products[c] += g * static_cast<double>(xs[c] - mean[static_cast<std::size_t>(c)]);  // the float difference
+    }
+  });
 }
 
 namespace {

@@ -8,16 +8,18 @@
 // tf.nn.batch_normalization, in float:
 //     inv = gamma * (1 / sqrt(variance + epsilon)),  y = x * inv + (beta - mean * inv).
 //
-// The statistics are dtlab's exact sums (docs/models.md, "BatchNormalization"): over
-// the n values of a channel (examples x positions) of the examples the layer
-// normalizes over, S1 = sum x and S2 = sum x^2 are exact accumulators
-// (core/exact_sum.h), so they do not depend on how those examples are split into
-// chunks or replicas; mean = S1 / n and variance = max(S2 / n - mean^2, 0) are
-// computed in double from them and rounded to float once. The backward pass needs
-// two more such sums, B1 = sum dy and B2 = sum dy * (x - mean), and gives
+// The statistics are order-free sums (docs/models.md, "BatchNormalization"): over the
+// n values of a channel (examples x positions) of the examples the layer normalizes
+// over, S1 = sum x and S2 = sum x^2, where each example's sum over its positions is a
+// double chain in position order (a function of the example alone: x^2 is exact in
+// double) and the sum over examples is an exact accumulator (core/exact_sum.h). So
+// they do not depend on how those examples are split into chunks or replicas; mean =
+// S1 / n and variance = max(S2 / n - mean^2, 0) are computed in double from them and
+// rounded to float once. The backward pass needs two more such sums, B1 = sum dy and
+// B2 = sum dy * (x - mean), and gives
 //     dx = inv * (dy - B1 / n - (x - mean) * B2 / (n (variance + epsilon))),
 // the gradient of the formula above through the mean and the variance. Because all
-// four sums are exact, an example's values depend only on the examples it is
+// four sums are order-free, an example's values depend only on the examples it is
 // normalized with, never on their order: a synchronized layer (Keras's
 // synchronized=True) whose sums are all-reduced across replicas gives every example
 // the bits one device gives it on the global batch; an unsynchronized one (Keras's

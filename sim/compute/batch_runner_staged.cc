@@ -2,11 +2,12 @@
 // layers (core/batch_norm.h), whose statistics couple the examples of a batch.
 //
 // Every chunk keeps its own workspace for the whole pass. The forward pass runs all
-// chunks up to the first BatchNormalization layer, adds up the chunks' exact partial
+// chunks up to the first BatchNormalization layer, adds up the chunks' partial
 // sums of that layer's input per segment (and across segments for a synchronized
 // layer), and goes on to the next one; the backward pass stops at each of them again
-// for the sums through the statistics. The sums are exact, so the statistics do not
-// depend on how the examples are split into chunks or on the thread count.
+// for the sums through the statistics. The sums over examples are exact (each
+// example's own sum is a function of the example), so the statistics do not depend
+// on how the examples are split into chunks or on the thread count.
 #include <algorithm>
 
 #include <tbb/blocked_range.h>
