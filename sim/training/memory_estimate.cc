@@ -32,10 +32,12 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   // The gathered batch: inputs, and per example a loss, a coefficient, a label, a prediction.
   const double batch = static_cast<double>(std::max<std::int64_t>(in.global_batch, 0));
   e.batch_bytes = batch * (static_cast<double>(in.example_values) * f + 4 * 8.0);
-  // Workspaces: activations and their gradients for a chunk, per running task.
+  // Workspaces: activations and their gradients for a chunk, per running task; in a
+  // staged step (BatchNormalization), for every example of the step.
+  const double workspace_examples = static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1)) *
+                                    static_cast<double>(std::max<std::int64_t>(in.threads, 1));
   e.batch_bytes += 2.0 * static_cast<double>(in.activation_values_per_example) * f *
-                   static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1)) *
-                   static_cast<double>(std::max<std::int64_t>(in.threads, 1));
+                   (in.staged ? std::max(workspace_examples, batch) : workspace_examples);
   const double messages = in.all_reduce.info().log_messages(n);
   e.message_log_bytes = messages * sizeof(Message);
   e.total_bytes = e.replicas_bytes + e.batch_bytes + e.message_log_bytes;

@@ -46,6 +46,9 @@ struct RunMemoryInput {
   std::int64_t activation_values_per_example = 0;  // sum of the layers' outputs for one example
   std::int64_t chunk_size = 16;                    // examples per task (sim/compute/batch_runner.h)
   std::int64_t threads = 1;                        // tasks running at once
+  /// A model with BatchNormalization: a training step runs in stages, and every chunk
+  /// keeps its workspace for the whole step (sim/compute/batch_runner_staged.cc).
+  bool staged = false;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
 };
 

@@ -251,6 +251,7 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   }
   input.chunk_size = config.chunk_size;
   input.threads = tbb::this_task_arena::max_concurrency();
+  input.staged = !BatchNormLayers(model).empty();
   input.all_reduce = config.cluster.all_reduce;
   return input;
 }

@@ -33,6 +33,15 @@ TEST(MemoryEstimate, CountsWhatEachReplicaAllocates) {
   EXPECT_DOUBLE_EQ(e.total_bytes, e.replicas_bytes + e.batch_bytes + e.message_log_bytes);
 }
 
+TEST(MemoryEstimate, AStagedStepKeepsAWorkspaceForEveryExample) {
+  // BatchNormalization: every chunk of the step keeps its activations until the step ends.
+  RunMemoryInput input = Input(4);
+  input.staged = true;
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).batch_bytes, 64 * (784 * 4.0 + 32) + 2.0 * 100 * 4 * 64);
+  input.global_batch = 8;  // fewer examples than the running tasks hold: the tasks' workspaces
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).batch_bytes, 8 * (784 * 4.0 + 32) + 2.0 * 100 * 4 * 16 * 2);
+}
+
 TEST(MemoryEstimate, ExactModeAddsAccumulatorWords) {
   RunMemoryInput input = Input(2);
   const double fast = EstimateRunMemory(input).per_replica_bytes;
