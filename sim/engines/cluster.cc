@@ -461,19 +461,26 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
   const RegularizationSplit split = config_.split();
   std::vector<float> regularization(static_cast<std::size_t>(n), 0.0f);
   Status computed;
-  tbb::parallel_invoke(
-      [&] {
-        if constexpr (kExact)
-          computed = compute.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
-        else
-          computed = compute.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
-      },
-      [&] {
-        tbb::parallel_for(first, end, [&](std::int32_t r) {
-          if (regularize && config_.RegularizationShare(1.0f, r, n, split) != 0.0f)
-            regularization[static_cast<std::size_t>(r)] = model_.RegularizationLoss(Weights(*Local(r)));
-        });
-      });
+  auto passes = [&] {
+    if constexpr (kExact)
+      computed = compute.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
+    else
+      computed = compute.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
+  };
+  auto regularization_losses = [&] {
+    tbb::parallel_for(first, end, [&](std::int32_t r) {
+      if (regularize && config_.RegularizationShare(1.0f, r, n, split) != 0.0f)
+        regularization[static_cast<std::size_t>(r)] = model_.RegularizationLoss(Weights(*Local(r)));
+    });
+  };
+  if (group_ != nullptr && !BatchNormLayers(model_).empty()) {
+    // MPI is funneled through this thread, and the passes call it (a synchronized
+    // BatchNormalization's all-reduces): they run here, not on a oneTBB worker.
+    passes();
+    regularization_losses();
+  } else {
+    tbb::parallel_invoke(passes, regularization_losses);
+  }
   DTLAB_RETURN_IF_ERROR(computed);
   DTLAB_RETURN_IF_ERROR(batch_norm_status_);
   if (!BatchNormLayers(model_).empty()) DTLAB_RETURN_IF_ERROR(CollectiveStatus("all_reduce/batch_norm", step));

@@ -41,6 +41,20 @@ for w in 2 3 4; do
   check_json "mpi_w${w}_r${r}_exact" "d['reference_check']['bitwise_equal']"
 done
 
+# Synchronized BatchNormalization: its statistics cross the ranks through MPI
+# (every rank's passes stop for them); 2 ranks x 2 replicas end with one device's
+# bits, and Keras's default (per-replica statistics) with one process's 4 replicas'.
+MODELS="$DTLAB_SOURCE_DIR/scenarios/models"
+for model in batch-norm-cnn batch-norm-cnn-unsynchronized; do
+  expect_exit 0 "mpi_$model" -- mpi 2 --replicas-per-worker 2 --math exact --json --model "$MODELS/$model.json" \
+    "${COMMON[@]}"
+  expect_exit 0 "sim_$model" -- "$DTLAB" train --replicas 4 --math exact --json --model "$MODELS/$model.json" \
+    "${COMMON[@]}"
+  expect_same_digest "mpi_$model" "sim_$model"
+done
+expect_exit 0 one_device_bn -- "$DTLAB" train --math exact --json --model "$MODELS/batch-norm-cnn.json" "${COMMON[@]}"
+expect_same_digest mpi_batch-norm-cnn one_device_bn
+
 # Every algorithm over MPI, on 3 ranks of 2 replicas, fast mode (where order shows).
 for alg in ring tree naive direct; do
   expect_exit 0 "mpi_$alg" -- mpi 3 --replicas-per-worker 2 --all-reduce $alg --json "${COMMON[@]}"
