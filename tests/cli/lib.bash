@@ -86,3 +86,15 @@ wait_for_text() {
   done
   return 1
 }
+
+# require_tensorflow [MODULE...]: PY becomes the peers venv's Python (scripts/peers-venv.sh),
+# which must import tensorflow, keras and the MODULEs; else the test is skipped (exit 77).
+require_tensorflow() {
+  PY="${DTLAB_PEERS_VENV:-/opt/dtlab-peers}/bin/python"
+  [ -x "$PY" ] || { echo "SKIP: no peers venv at ${PY%/bin/python} (run scripts/peers-venv.sh)"; exit 77; }
+  export TF_CPP_MIN_LOG_LEVEL=3
+  local modules
+  modules=$(printf ', %s' tensorflow keras "$@")
+  "$PY" -c "import ${modules:2}" 2>/dev/null ||
+    { echo "SKIP: $PY cannot import ${modules:2} (run scripts/peers-venv.sh)"; exit 77; }
+}

@@ -8,11 +8,7 @@
 # short micro-batch makes. Skipped (exit 77) without the peers venv's TensorFlow
 # (scripts/peers-venv.sh).
 . "$(dirname "$0")/lib.bash"
-PY="${DTLAB_PEERS_VENV:-/opt/dtlab-peers}/bin/python"
-[ -x "$PY" ] || { echo "SKIP: no peers venv at ${PY%/bin/python} (run scripts/peers-venv.sh)"; exit 77; }
-export TF_CPP_MIN_LOG_LEVEL=3
-"$PY" -c "import tensorflow, keras, numpy" 2>/dev/null ||
-  { echo "SKIP: $PY cannot import tensorflow, keras and numpy (run scripts/peers-venv.sh)"; exit 77; }
+require_tensorflow numpy
 
 expect_exit 0 accumulation -- "$PY" "$DTLAB_SOURCE_DIR/tests/peers/tf_accumulation.py" "$DTLAB" "$WORK"
 for text in "MATCH: keras rule, SGD: dense/kernel before step 4" \

@@ -9,11 +9,7 @@
 . "$(dirname "$0")/lib.bash"
 DATA=/usr/share/datasets/fashion-mnist
 [ -d "$DATA" ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
-PY="${DTLAB_PEERS_VENV:-/opt/dtlab-peers}/bin/python"
-[ -x "$PY" ] || { echo "SKIP: no peers venv at ${PY%/bin/python} (run scripts/peers-venv.sh)"; exit 77; }
-export TF_CPP_MIN_LOG_LEVEL=3
-"$PY" -c "import tensorflow, keras" 2>/dev/null ||
-  { echo "SKIP: $PY cannot import tensorflow (run scripts/peers-venv.sh)"; exit 77; }
+require_tensorflow
 PEER="$DTLAB_SOURCE_DIR/tests/peers/tf_peer.py"
 MIRRORED=(--no-progress --strategy mirrored --replicas 4)
 

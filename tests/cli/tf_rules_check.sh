@@ -7,11 +7,7 @@
 #   infinities and NaNs, and which replica decides a skip under MirroredStrategy.
 # Skipped without the peers venv's TensorFlow (scripts/peers-venv.sh).
 . "$(dirname "$0")/lib.bash"
-PY="${DTLAB_PEERS_VENV:-/opt/dtlab-peers}/bin/python"
-[ -x "$PY" ] || { echo "SKIP: no peers venv at ${PY%/bin/python} (run scripts/peers-venv.sh)"; exit 77; }
-export TF_CPP_MIN_LOG_LEVEL=3
-"$PY" -c "import tensorflow, keras" 2>/dev/null ||
-  { echo "SKIP: $PY cannot import tensorflow (run scripts/peers-venv.sh)"; exit 77; }
+require_tensorflow
 for name in tf_rules tf_loss_scale; do
   expect_exit 0 "$name" -- "$PY" "$DTLAB_SOURCE_DIR/tests/peers/$name.py"
   CHECKS=$((CHECKS + 1))
