@@ -10,17 +10,11 @@ namespace dtlab {
 
 namespace {
 
-// Per channel: the statistics a training pass uses, as T.
+// The layer computes its own statistics over x (no runner gave them) into mean[C]
+// and variance[C]: the runner's sums in float (so one chunk holding the whole batch
+// gives the runner's bits), plain double sums in the tests' double models.
 template <typename T>
-struct Moments {
-  std::vector<T> mean, variance;
-};
-
-// The layer computes its own statistics over x (no runner gave them): exact sums in
-// float (the runner's arithmetic, so one chunk holding the whole batch gives the
-// runner's bits), plain double sums in the tests' double models.
-template <typename T>
-void OwnForwardMoments(const Tensor<T>& x, std::int64_t channels, Moments<T>& out) {
+void OwnForwardMoments(const Tensor<T>& x, std::int64_t channels, T* mean, T* variance) {
   const std::int64_t batch = x.dim(0);
   const std::int64_t positions = batch == 0 ? 0 : x.size() / batch / channels;
   if constexpr (std::is_same_v<T, float>) {
@@ -28,8 +22,8 @@ void OwnForwardMoments(const Tensor<T>& x, std::int64_t channels, Moments<T>& ou
     AddForwardSums(x, words);
     BatchNormStatistics stats;
     FinishForwardSums(words, positions, stats);
-    out.mean = stats.mean;
-    out.variance = stats.variance;
+    std::copy(stats.mean.begin(), stats.mean.end(), mean);
+    std::copy(stats.variance.begin(), stats.variance.end(), variance);
   } else {
     const auto C = static_cast<std::size_t>(channels);
     std::vector<double> s1(C, 0), s2(C, 0);
@@ -39,11 +33,9 @@ void OwnForwardMoments(const Tensor<T>& x, std::int64_t channels, Moments<T>& ou
       s2[c] += x[i] * x[i];
     }
     const double n = static_cast<double>(batch * positions);
-    out.mean.resize(C);
-    out.variance.resize(C);
     for (std::size_t c = 0; c < C; ++c) {
-      out.mean[c] = s1[c] / n;
-      out.variance[c] = std::max(s2[c] / n - out.mean[c] * out.mean[c], 0.0);
+      mean[c] = s1[c] / n;
+      variance[c] = std::max(s2[c] / n - mean[c] * mean[c], 0.0);
     }
   }
 }
@@ -118,15 +110,12 @@ void BatchNormalization<T>::Forward(std::span<const Tensor<T>* const> params, co
   if (!training) {
     std::copy_n(params[moving]->data(), C, mean);
     std::copy_n(params[moving + 1]->data(), C, variance);
-  } else if (cache.layer < (context->batch_norm.size()) && context->batch_norm[cache.layer].forward_ready) {
+  } else if (cache.layer < context->batch_norm.size() && context->batch_norm[cache.layer].forward_ready) {
     const BatchNormStatistics& stats = context->batch_norm[cache.layer];
     std::copy_n(stats.mean.begin(), C, mean);
     std::copy_n(stats.variance.begin(), C, variance);
   } else {
-    Moments<T> own;
-    OwnForwardMoments(x, C, own);
-    std::copy_n(own.mean.begin(), C, mean);
-    std::copy_n(own.variance.begin(), C, variance);
+    OwnForwardMoments(x, C, mean, variance);
   }
   // tf.nn.batch_normalization: inv = rsqrt(variance + epsilon) * scale;
   // y = x * inv + (offset - mean * inv).
@@ -234,12 +223,13 @@ void BatchNormalization<T>::Backward(std::span<const Tensor<T>* const> params, c
       magnitude.SetZero();
       const T* mean = cache.buffer.data();
       const T* variance = mean + C;
-      const T epsilon = static_cast<T>(config_.epsilon);
-      for (std::int64_t i = 0; i < x.size(); ++i) {
-        const std::int64_t c = i % C;
-        const T term = gamma ? dy[i] * ((x[i] - mean[c]) * (T(1) / std::sqrt(variance[c] + epsilon))) : dy[i];
-        magnitude[c] += std::abs(term);
-      }
+      std::vector<T> r(static_cast<std::size_t>(C));
+      for (std::int64_t c = 0; c < C; ++c) r[c] = T(1) / std::sqrt(variance[c] + static_cast<T>(config_.epsilon));
+      for (std::int64_t row = 0; row < x.size() / std::max<std::int64_t>(C, 1); ++row)
+        for (std::int64_t c = 0; c < C; ++c) {
+          const std::int64_t i = row * C + c;
+          magnitude[c] += std::abs(gamma ? dy[i] * ((x[i] - mean[c]) * r[c]) : dy[i]);
+        }
     }
     ++p;
   };
@@ -283,6 +273,8 @@ void BatchNormalization<T>::BackwardExact(std::span<const Tensor<T>* const> para
 
 std::int64_t BatchNormWords(std::int64_t channels) { return channels * kBatchNormSums * kExactWords + 1; }
 
+namespace {
+
 // Per example and channel, the sums over the example's positions are double chains
 // in position order (a function of the example alone), and the sums over examples
 // exact: one ExactAddDouble per example, not one exact add per value.
@@ -302,6 +294,8 @@ void AddPerExample(std::int64_t examples, std::int64_t positions, std::int64_t C
   }
   words.back() += examples;
 }
+
+}  // namespace
 
 void AddForwardSums(const Tensor<float>& x, std::span<std::int64_t> words) {
   const std::int64_t C = x.shape().back(), examples = x.dim(0);

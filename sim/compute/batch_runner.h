@@ -143,6 +143,8 @@ class BatchRunner {
   /// element-wise sum (int64 words, so any order gives the same sum).
   using BatchNormReduce = std::function<void(std::span<const std::span<std::int64_t>> buffers)>;
   void set_batch_norm_reduce(BatchNormReduce reduce) { batch_norm_reduce_ = std::move(reduce); }
+  /// True if the model has a BatchNormalization layer (its training passes are staged).
+  bool has_batch_norm() const { return !batch_norm_layers_.empty(); }
   /// After a training Run or RunExact: segment `segment`'s statistics, indexed by
   /// layer (ForwardContext::batch_norm); empty if the model has no BatchNormalization
   /// layer or the last pass trained nothing.

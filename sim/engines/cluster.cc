@@ -473,7 +473,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
         regularization[static_cast<std::size_t>(r)] = model_.RegularizationLoss(Weights(*Local(r)));
     });
   };
-  if (group_ != nullptr && !BatchNormLayers(model_).empty()) {
+  if (group_ != nullptr && runner_.has_batch_norm()) {
     // MPI is funneled through this thread, and the passes call it (a synchronized
     // BatchNormalization's all-reduces): they run here, not on a oneTBB worker.
     passes();
@@ -483,7 +483,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
   }
   DTLAB_RETURN_IF_ERROR(computed);
   DTLAB_RETURN_IF_ERROR(batch_norm_status_);
-  if (!BatchNormLayers(model_).empty()) DTLAB_RETURN_IF_ERROR(CollectiveStatus("all_reduce/batch_norm", step));
+  if (runner_.has_batch_norm()) DTLAB_RETURN_IF_ERROR(CollectiveStatus("all_reduce/batch_norm", step));
 
   // Per replica: its loss with its share of the regularization (the loss code's),
   // the same share of the regularization gradient, and its gradient ready for the
@@ -682,7 +682,7 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
       // from its own batch's statistics (Keras's variables are MirroredVariables with
       // aggregation NONE), so unsynchronized layers leave the copies different, and
       // replica 0's is the one read and checkpointed, as in TensorFlow.
-      UpdateMovingStatistics(model_, runner_.batch_norm_statistics(k), replica.params);
+      if (runner_.has_batch_norm()) UpdateMovingStatistics(model_, runner_.batch_norm_statistics(k), replica.params);
     });
   }
   const std::string where = "step " + std::to_string(step) + ": ";

@@ -38,6 +38,10 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
                                     static_cast<double>(std::max<std::int64_t>(in.threads, 1));
   e.batch_bytes += 2.0 * static_cast<double>(in.activation_values_per_example) * f *
                    (in.staged ? std::max(workspace_examples, batch) : workspace_examples);
+  if (in.staged) {  // the statistics' words: per chunk (at most one per replica more than a full split) and replica
+    const double chunks = std::ceil(batch / static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1))) + n;
+    e.batch_bytes += static_cast<double>(in.batch_norm_words) * sizeof(std::int64_t) * (chunks + n);
+  }
   const double messages = in.all_reduce.info().log_messages(n);
   e.message_log_bytes = messages * sizeof(Message);
   e.total_bytes = e.replicas_bytes + e.batch_bytes + e.message_log_bytes;

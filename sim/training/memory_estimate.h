@@ -49,6 +49,9 @@ struct RunMemoryInput {
   /// A model with BatchNormalization: a training step runs in stages, and every chunk
   /// keeps its workspace for the whole step (sim/compute/batch_runner_staged.cc).
   bool staged = false;
+  /// A staged step's statistics: the largest BatchNormalization layer's words
+  /// (BatchNormWords), held per chunk and per replica while that layer is summed.
+  std::int64_t batch_norm_words = 0;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
 };
 

@@ -252,6 +252,8 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   input.chunk_size = config.chunk_size;
   input.threads = tbb::this_task_arena::max_concurrency();
   input.staged = !BatchNormLayers(model).empty();
+  for (const std::size_t layer : BatchNormLayers(model))
+    input.batch_norm_words = std::max(input.batch_norm_words, BatchNormWords(model.layer_input_shape(layer).back()));
   input.all_reduce = config.cluster.all_reduce;
   return input;
 }

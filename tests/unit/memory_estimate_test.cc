@@ -40,6 +40,10 @@ TEST(MemoryEstimate, AStagedStepKeepsAWorkspaceForEveryExample) {
   EXPECT_DOUBLE_EQ(EstimateRunMemory(input).batch_bytes, 64 * (784 * 4.0 + 32) + 2.0 * 100 * 4 * 64);
   input.global_batch = 8;  // fewer examples than the running tasks hold: the tasks' workspaces
   EXPECT_DOUBLE_EQ(EstimateRunMemory(input).batch_bytes, 8 * (784 * 4.0 + 32) + 2.0 * 100 * 4 * 16 * 2);
+  // The statistics' words: per chunk (1 of 16 here, plus one per replica) and per replica.
+  input.batch_norm_words = 1000;
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).batch_bytes,
+                   8 * (784 * 4.0 + 32) + 2.0 * 100 * 4 * 16 * 2 + 1000.0 * 8 * (1 + 4 + 4));
 }
 
 TEST(MemoryEstimate, ExactModeAddsAccumulatorWords) {
