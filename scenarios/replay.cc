@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "core/keras_model.h"
 #include "core/text.h"
 #include "sim/comm/collectives.h"
 #include "sim/compute/cuda/cuda_backend.h"
@@ -26,7 +27,7 @@ namespace {
 // device kernel (a file that cannot be read says no: the run reports it).
 bool HasBatchNormalization(const TrainConfig& config) {
   if (!IsModelFile(config.model)) return false;
-  const auto text = ReadRegularFile(config.model, std::size_t{64} << 20, "model file");
+  const auto text = ReadRegularFile(config.model, kMaxModelFileBytes, "model file");
   if (!text.ok()) return false;
   const nlohmann::json root = nlohmann::json::parse(*text, nullptr, false);
   if (!root.is_object() || !root.contains("config") || !root["config"].is_object()) return false;
