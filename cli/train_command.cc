@@ -105,6 +105,7 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
       {"input", report.input_description},
       {"simulated_seconds", report.simulated_seconds},
       {"simulated_collective_seconds", report.simulated_collective_seconds},
+      {"folded_reduction", report.folded_reduction},
       {"collective_bytes", report.collective_bytes},
       {"epochs", epochs},
       {"steps", report.steps},
@@ -198,7 +199,11 @@ int ReportDryRun(const TrainConfig& config, const DryRunReport& dry, std::FILE* 
     std::fprintf(human, "  replicas                        %s (%s each)\n", BytesText(m.replicas_bytes).c_str(),
                  BytesText(m.per_replica_bytes).c_str());
     std::fprintf(human, "  a step's batch and workspaces   %s\n", BytesText(m.batch_bytes).c_str());
-    std::fprintf(human, "  one step's message log          %s\n", BytesText(m.message_log_bytes).c_str());
+    if (m.folded)
+      std::fprintf(human, "  one step's message log          none: gradients folded above %d replicas\n",
+                   config.cluster.fold_above);
+    else
+      std::fprintf(human, "  one step's message log          %s\n", BytesText(m.message_log_bytes).c_str());
     if (dry.available)
       std::fprintf(human, "  available                       %s (%s); at most %d replica%s fit\n",
                    BytesText(dry.available->bytes).c_str(), dry.available->source.c_str(), dry.largest_replicas,
@@ -227,6 +232,7 @@ int ReportDryRun(const TrainConfig& config, const DryRunReport& dry, std::FILE* 
                             {"per_replica_bytes", m.per_replica_bytes},
                             {"batch_bytes", m.batch_bytes},
                             {"message_log_bytes", m.message_log_bytes},
+                            {"folded_reduction", m.folded},
                             {"fits", dry.fits.ok()}};
       if (dry.available) {
         out["available_bytes"] = dry.available->bytes;
@@ -530,11 +536,20 @@ int TrainCommand(const std::vector<std::string>& args) {
         std::fprintf(human, " (measured)\n");
       else
         std::fprintf(human, "; simulated time %.3f s\n", report->simulated_seconds);
-    } else if (config.cluster.replicas > 1)
+    } else if (config.cluster.replicas > 1) {
       std::fprintf(human, "%s, %d replicas: simulated time %.3f s, of which collectives %.3f s (%s)\n",
                    std::string(StrategyName(config.cluster.strategy)).c_str(), config.cluster.replicas,
                    report->simulated_seconds, report->simulated_collective_seconds,
                    std::string(AllReduceAlgorithmName(config.cluster.all_reduce)).c_str());
+      if (report->folded_reduction)
+        std::fprintf(human,
+                     "Gradients summed by the folded reduction above %d replicas (docs/cluster.md); the all-reduce is "
+                     "%s\n",
+                     config.cluster.fold_above,
+                     report->collectives_not_simulated.empty()
+                         ? "priced from its schedule"
+                         : ("not priced: " + report->collectives_not_simulated).c_str());
+    }
   }
   if (report->reference_check) {
     const ReferenceCheckSummary& c = *report->reference_check;

@@ -179,6 +179,12 @@ std::vector<RunOption> MakeTable() {
        .help = "worker threads, 0 for all cores (results never depend on it)",
        .apply = [](V v, S s) { s.threads = static_cast<int>(Int(v)); return Ok(); },
        .read = [](R s) -> Read { return AsInt(s.threads); }},
+      {.group = kCluster, .flag = "fold-above", .type = kInt32, .default_text = "256", .min = 0, .max = 4096,
+       .process_only = true,
+       .help = "above this many replicas the gradients are summed by a folded reduction, not the all-reduce's "
+               "buffers (exact mode: the same bits; fast mode: naive's)",
+       .apply = [](V v, S s) { s.config.cluster.fold_above = static_cast<std::int32_t>(Int(v)); return Ok(); },
+       .read = [](R s) -> Read { return AsInt(s.config.cluster.fold_above); }},
       {.group = kCluster, .flag = "strategy", .key = "cluster.strategy", .type = kName, .default_text = "one_device",
        .help = "one_device, mirrored, central_storage, multi_worker_mirrored, tpu or parameter_server",
        .apply = [](V v, S s) { return SetName(v, ParseStrategy, s.config.cluster.strategy); },

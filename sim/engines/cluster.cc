@@ -8,12 +8,15 @@
 #include <type_traits>
 
 #include <tbb/parallel_for.h>
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_invoke.h>
+#include <tbb/task_arena.h>
 
 #include "core/batch.h"
 #include "core/loss.h"
 #include "sim/compute/device_backend.h"
 #include "sim/compute/parallel_update.h"
+#include "sim/comm/combine.h"
 
 namespace dtlab {
 
@@ -87,10 +90,13 @@ std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<cons
 
 }  // namespace
 
-Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets) {
-  for (std::size_t k = 0; k < replicas_.size(); ++k) {
-    const std::string bad = config_.math == MathMode::kExact ? NonFiniteAccumulators(model_, replicas_[k].words)
-                                                             : NonFiniteVariables(model_, replicas_[k].grads);
+Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets,
+                                      std::int32_t begin, std::int32_t end,
+                                      const std::function<const GradientSlot&(std::int32_t)>& slot) {
+  for (auto k = static_cast<std::size_t>(begin); k < static_cast<std::size_t>(end); ++k) {
+    const GradientSlot& gradient = slot(static_cast<std::int32_t>(k));
+    const std::string bad = config_.math == MathMode::kExact ? NonFiniteAccumulators(model_, gradient.words)
+                                                             : NonFiniteVariables(model_, gradient.grads);
     if (bad.empty()) continue;
     const std::size_t r = k + static_cast<std::size_t>(first_);
     std::int64_t losses = 0;
@@ -219,6 +225,18 @@ Status ClusterConfig::Validate() const {
 Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size)
     : model_(model), config_(config), runner_(model, chunk_size), cpu_(std::make_unique<CpuCompute>(runner_)) {}
 
+bool Cluster::CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
+  const bool mirrored = config.strategy == StrategyKind::kMirrored ||
+                        config.strategy == StrategyKind::kMultiWorkerMirrored || config.strategy == StrategyKind::kTpu;
+  return mirrored && !worker_group && config.faults.empty() &&
+         !config.precision.dynamic_loss_scale && !config.accumulation.on() && BatchNormLayers(model).empty();
+}
+
+std::int32_t Cluster::FoldWave() {
+  // Enough segments to keep every thread busy; the bits do not depend on it.
+  return std::max(16, 4 * tbb::this_task_arena::max_concurrency());
+}
+
 StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& model, const ClusterConfig& config,
                                                    std::string_view optimizer, const OptimizerOptions& options,
                                                    const ParameterList<float>& initial, std::int64_t chunk_size,
@@ -254,11 +272,23 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
   cluster->first_ = group != nullptr ? group->rank() * local : 0;
   cluster->replicas_.resize(static_cast<std::size_t>(local));
   cluster->accuracies_.resize(static_cast<std::size_t>(config.replicas));
+  // Gradient buffers: every replica's, or, folded, a wave's slots and the sum.
+  cluster->folded_ = FoldsReduction(config, model, group != nullptr);
+  const auto allocate = [&](GradientSlot& slot) {
+    slot.grads = model.ZeroParameters();
+    slot.flat.assign(flat_size, 0.0f);
+    if (config.math == MathMode::kExact) slot.words.assign(flat_size * kExactWords, 0);
+  };
+  if (cluster->folded_) {
+    cluster->slots_.resize(static_cast<std::size_t>(std::min(FoldWave(), local)));
+    for (GradientSlot& slot : cluster->slots_) allocate(slot);
+    cluster->replicas_[0].flat.assign(flat_size, 0.0f);
+    if (config.math == MathMode::kExact) cluster->folded_words_.assign(flat_size * kExactWords, 0);
+    cluster->folded_grads_ = model.ZeroParameters();
+  }
   for (auto& replica : cluster->replicas_) {
     replica.params = initial;
-    replica.grads = model.ZeroParameters();
-    replica.flat.assign(flat_size, 0.0f);
-    if (config.math == MathMode::kExact) replica.words.assign(flat_size * kExactWords, 0);
+    if (!cluster->folded_) allocate(replica);
     DTLAB_ASSIGN_OR_RETURN(replica.optimizer, MakeOptimizer(optimizer, options));
     replica.optimizer->Build(replica.params);
     replica.loss_scale = DynamicLossScale(config.precision.initial_scale, config.precision.growth_steps);
@@ -432,7 +462,6 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
   ComputeBackend& base = compute_ != nullptr ? *compute_ : *cpu_;
   const std::unique_ptr<ComputeBackend> faulty = faults_ != nullptr ? faults_->WrapCompute(base, first, step) : nullptr;
   ComputeBackend& compute = faulty != nullptr ? *faulty : base;
-  compute.SetDropoutStep({config_.dropout_seed, step, config_.dropout_rng, first, layout.indices});
   // A synchronized BatchNormalization layer's sums cross the replicas through the
   // cluster's own all-reduce (the ring, or MPI across processes), as Keras's
   // synchronized moments all-reduce theirs (core/batch_norm.h).
@@ -446,96 +475,111 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
       AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
     }
   });
-  std::vector<std::conditional_t<kExact, ExactSegment, BatchSegment>> segments;
-  for (std::int32_t r = first; r < end; ++r) {
-    const auto k = static_cast<std::size_t>(r);
-    Replica& replica = *Local(r);
-    if constexpr (kExact)
-      segments.push_back({&Weights(replica), offsets[k], batch_sizes[k], replica.words});
-    else
-      segments.push_back({&Weights(replica), offsets[k], batch_sizes[k], &replica.grads, nullptr});
-  }
-  // Beside the passes, on whichever thread is free: the regularization loss of each
-  // replica that adds a share of it (one ordered sum over the kernels, which no
-  // thread would otherwise share).
-  const RegularizationSplit split = config_.split();
-  std::vector<float> regularization(static_cast<std::size_t>(n), 0.0f);
-  Status computed;
-  auto passes = [&] {
-    if constexpr (kExact)
-      computed = compute.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
-    else
-      computed = compute.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
+  // Each replica's gradient goes to its own buffers, or, folded, to a slot of the
+  // wave it is computed in; the folded reduction then adds the wave to the sum.
+  const std::int32_t wave = folded_ ? static_cast<std::int32_t>(slots_.size()) : end - first;
+  const auto slot = [&](std::int32_t r) -> GradientSlot& {
+    return folded_ ? slots_[static_cast<std::size_t>((r - first) % wave)] : *Local(r);
   };
-  auto regularization_losses = [&] {
-    tbb::parallel_for(first, end, [&](std::int32_t r) {
-      if (regularize && config_.RegularizationShare(1.0f, r, n, split) != 0.0f)
-        regularization[static_cast<std::size_t>(r)] = model_.RegularizationLoss(Weights(*Local(r)));
-    });
-  };
-  if (group_ != nullptr && runner_.has_batch_norm()) {
-    // MPI is funneled through this thread, and the passes call it (a synchronized
-    // BatchNormalization's all-reduces): they run here, not on a oneTBB worker.
-    passes();
-    regularization_losses();
-  } else {
-    tbb::parallel_invoke(passes, regularization_losses);
-  }
-  DTLAB_RETURN_IF_ERROR(computed);
-  DTLAB_RETURN_IF_ERROR(batch_norm_status_);
-  if (runner_.has_batch_norm()) DTLAB_RETURN_IF_ERROR(CollectiveStatus("all_reduce/batch_norm", step));
-
-  // Per replica: its loss with its share of the regularization (the loss code's),
-  // the same share of the regularization gradient, and its gradient ready for the
-  // collective. A replica with no examples here but some in its loss batch (a
-  // micro-batch of an accumulated step) adds a data loss of 0.
   std::vector<LossSum> sums(static_cast<std::size_t>(n));
-  tbb::parallel_for(first, end, [&](std::int32_t r) {
-    const auto k = static_cast<std::size_t>(r);
-    Replica& replica = *Local(r);
-    const ParameterList<float>& weights = Weights(replica);
-    const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
-    if constexpr (kExact) {
-      for (std::size_t i = begin; i < begin + count; ++i) sums[k].AddProduct(coefficients_[i], losses_[i]);
-    } else {
-      sums[k] = count == 0 && loss_batches[k] != 0
-                    ? 0.0f
-                    : config_.ReplicaDataLoss(std::span(losses_).subspan(begin, count), scales[k]);
+  std::vector<float> regularization(static_cast<std::size_t>(n), 0.0f);
+  const RegularizationSplit split = config_.split();
+  for (std::int32_t wave_begin = first; wave_begin < end; wave_begin += wave) {
+    const std::int32_t wave_end = std::min(end, wave_begin + wave);
+    compute.SetDropoutStep({config_.dropout_seed, step, config_.dropout_rng, wave_begin, layout.indices});
+    std::vector<std::conditional_t<kExact, ExactSegment, BatchSegment>> segments;
+    for (std::int32_t r = wave_begin; r < wave_end; ++r) {
+      const auto k = static_cast<std::size_t>(r);
+      GradientSlot& gradient = slot(r);
+      if constexpr (kExact)
+        segments.push_back({&Weights(*Local(r)), offsets[k], batch_sizes[k], gradient.words});
+      else
+        segments.push_back({&Weights(*Local(r)), offsets[k], batch_sizes[k], &gradient.grads, nullptr});
     }
-    // A half policy: the replica's gradient of the variables it cast is the half
-    // type's (Keras's cast back to float32 is exact), before the regularization,
-    // which acts on the float32 variables.
-    if constexpr (!kExact)
-      if (config_.precision.half())
-        for (Tensor<float>& g : replica.grads) RoundToComputeType(g.span(), config_.precision.compute);
-    // DDP: every replica's loss holds the whole regularization and the MEAN divides
-    // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
-    if (const float scale = config_.RegularizationShare(1.0f, r, n, split); regularize && scale != 0.0f) {
-      const float share = config_.RegularizationShare(regularization[k], r, n, split);
+    // Beside the passes, on whichever thread is free: the regularization loss of each
+    // replica that adds a share of it (one ordered sum over the kernels, which no
+    // thread would otherwise share).
+    Status computed;
+    auto passes = [&] {
+      if constexpr (kExact)
+        computed = compute.RunExact(images_, labels_, coefficients_, losses_, predictions_, segments);
+      else
+        computed = compute.Run(images_, labels_, coefficients_, losses_, predictions_, segments);
+    };
+    auto regularization_losses = [&] {
+      tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) {
+        if (regularize && config_.RegularizationShare(1.0f, r, n, split) != 0.0f)
+          regularization[static_cast<std::size_t>(r)] = model_.RegularizationLoss(Weights(*Local(r)));
+      });
+    };
+    if (group_ != nullptr && runner_.has_batch_norm()) {
+      // MPI is funneled through this thread, and the passes call it (a synchronized
+      // BatchNormalization's all-reduces): they run here, not on a oneTBB worker.
+      passes();
+      regularization_losses();
+    } else {
+      tbb::parallel_invoke(passes, regularization_losses);
+    }
+    DTLAB_RETURN_IF_ERROR(computed);
+    DTLAB_RETURN_IF_ERROR(batch_norm_status_);
+    if (runner_.has_batch_norm()) DTLAB_RETURN_IF_ERROR(CollectiveStatus("all_reduce/batch_norm", step));
+
+    // Per replica: its loss with its share of the regularization (the loss code's),
+    // the same share of the regularization gradient, and its gradient ready for the
+    // collective. A replica with no examples here but some in its loss batch (a
+    // micro-batch of an accumulated step) adds a data loss of 0.
+    tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) {
+      const auto k = static_cast<std::size_t>(r);
+      Replica& replica = *Local(r);
+      GradientSlot& gradient = slot(r);
+      const ParameterList<float>& weights = Weights(replica);
+      const auto begin = static_cast<std::size_t>(offsets[k]), count = static_cast<std::size_t>(batch_sizes[k]);
       if constexpr (kExact) {
-        sums[k].Add(share);
-        AddRegularizationWords(model_, weights, scale, replica.words);
+        for (std::size_t i = begin; i < begin + count; ++i) sums[k].AddProduct(coefficients_[i], losses_[i]);
       } else {
-        sums[k] += share;
-        // The scaled loss holds the regularization too (scale_loss of the total);
-        // times 1 without a loss scale, which changes no bit.
-        const float loss_scale = config_.precision.dynamic_loss_scale ? replica.loss_scale.scale() : 1.0f;
-        model_.AddRegularizationGradient(weights, scale * loss_scale, replica.grads);
+        sums[k] = count == 0 && loss_batches[k] != 0
+                      ? 0.0f
+                      : config_.ReplicaDataLoss(std::span(losses_).subspan(begin, count), scales[k]);
       }
-    }
-    if constexpr (kExact) {
-      result.replica_losses[k] = loss_batches[k] == 0 && config_.empty_replica_nan()
-                                     ? std::numeric_limits<float>::quiet_NaN()
-                                     : sums[k].ToFloat();
-    } else {
-      result.replica_losses[k] = sums[k];
-      PackParameters(replica.grads, replica.flat);
-      if (config_.precision.dynamic_loss_scale) replica.local_finite = AllFinite(replica.flat);
-    }
-  });
-  // With a dynamic loss scale a non-finite gradient is an overflow, which the
-  // update step handles (ApplyUpdate), not a fault.
-  if (!config_.precision.dynamic_loss_scale) DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets));
+      // A half policy: the replica's gradient of the variables it cast is the half
+      // type's (Keras's cast back to float32 is exact), before the regularization,
+      // which acts on the float32 variables.
+      if constexpr (!kExact)
+        if (config_.precision.half())
+          for (Tensor<float>& g : gradient.grads) RoundToComputeType(g.span(), config_.precision.compute);
+      // DDP: every replica's loss holds the whole regularization and the MEAN divides
+      // by N. Unscaled (the pitfall): the same, but the SUM keeps N times of it.
+      if (const float scale = config_.RegularizationShare(1.0f, r, n, split); regularize && scale != 0.0f) {
+        const float share = config_.RegularizationShare(regularization[k], r, n, split);
+        if constexpr (kExact) {
+          sums[k].Add(share);
+          AddRegularizationWords(model_, weights, scale, gradient.words);
+        } else {
+          sums[k] += share;
+          // The scaled loss holds the regularization too (scale_loss of the total);
+          // times 1 without a loss scale, which changes no bit.
+          const float loss_scale = config_.precision.dynamic_loss_scale ? replica.loss_scale.scale() : 1.0f;
+          model_.AddRegularizationGradient(weights, scale * loss_scale, gradient.grads);
+        }
+      }
+      if constexpr (kExact) {
+        result.replica_losses[k] = loss_batches[k] == 0 && config_.empty_replica_nan()
+                                       ? std::numeric_limits<float>::quiet_NaN()
+                                       : sums[k].ToFloat();
+      } else {
+        result.replica_losses[k] = sums[k];
+        PackParameters(gradient.grads, gradient.flat);
+        if (config_.precision.dynamic_loss_scale) replica.local_finite = AllFinite(gradient.flat);
+      }
+    });
+    // With a dynamic loss scale a non-finite gradient is an overflow, which the
+    // update step handles (ApplyUpdate), not a fault.
+    if (!config_.precision.dynamic_loss_scale)
+      DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
+                                                  [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }));
+    if (folded_) FoldWaveInto<Word>(wave_begin - first, wave_end - first);
+  }
+  result.folded = folded_;
 
   // Every worker needs every replica's loss for strategy.reduce.
   std::vector<std::int64_t> slices(static_cast<std::size_t>(n) + 1);
@@ -543,6 +587,39 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
   if constexpr (kExact) DTLAB_RETURN_IF_ERROR(ShareSlices(sums, slices, "the replicas' losses", step));
   DTLAB_RETURN_IF_ERROR(ShareSlices(result.replica_losses, slices, "the replicas' losses", step));
   return sums;
+}
+
+template <typename Word>
+void Cluster::FoldWaveInto(std::int32_t begin, std::int32_t end) {
+  // Fast mode: naive's arithmetic ((g0 + g1) + g2) + ... in replica order, with
+  // CombineRange as every transport runs it, so the sum has the naive all-reduce's
+  // bits whatever the wave's size; exact mode: integer addition of the words, in any
+  // order the same words.
+  constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
+  Word* sum;
+  if constexpr (kExact)
+    sum = folded_words_.data();
+  else
+    sum = replicas_[0].flat.data();
+  const bool starts = begin == 0;
+  const bool mean = !kExact && config_.mean_across_replicas() && end == static_cast<std::int32_t>(replicas_.size());
+  const auto wave = static_cast<std::size_t>(slots_.size());
+  std::vector<const Word*> sources;
+  if (!starts) sources.push_back(sum);
+  for (std::int32_t k = begin; k < end; ++k) {
+    const GradientSlot& slot = slots_[static_cast<std::size_t>(k) % wave];
+    if constexpr (kExact)
+      sources.push_back(slot.words.data());
+    else
+      sources.push_back(slot.flat.data());
+  }
+  const auto size = static_cast<std::int64_t>(kExact ? folded_words_.size() : replicas_[0].flat.size());
+  constexpr std::int64_t kBlock = 16384;  // elements per task; a multiple of CombineRange's step
+  tbb::parallel_for(std::int64_t{0}, (size + kBlock - 1) / kBlock, [&](std::int64_t block) {
+    CombineRange<Word>(
+        sources.size(), [&](std::size_t s) { return sources[s]; }, 1, [&](std::size_t) { return sum; },
+        block * kBlock, std::min(size, (block + 1) * kBlock), mean, static_cast<Word>(config_.replicas));
+  });
 }
 
 template <typename LossSum>
@@ -567,6 +644,15 @@ template <typename Word>
 Status Cluster::ReduceGradients(std::int64_t step) {
   constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
   const bool mean = config_.mean_across_replicas();
+  if (folded_) {
+    // The waves are already summed (FoldWaveInto): exact mode rounds the words once.
+    if constexpr (kExact) {
+      RoundWords(folded_words_, replicas_[0].flat);
+      if (mean)
+        for (float& g : replicas_[0].flat) g /= static_cast<float>(config_.replicas);
+    }
+    return Status::Ok();
+  }
   // The collective. Exact mode moves accumulator words: integer addition makes every
   // algorithm and every grouping give the same words, which are then rounded once.
   DTLAB_RETURN_IF_ERROR(ReduceAcrossReplicas<Word>(mean && !kExact ? ReduceOp::kMean : ReduceOp::kSum, step));
@@ -672,12 +758,14 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
       UnpackParameters(replica.flat, replica.params);
     });
   } else {
-    // Mirrored variables: every replica applies the same reduced gradient to its copy.
+    // Mirrored variables: every replica applies the same reduced gradient to its copy
+    // (folded: the one sum, unpacked once).
+    if (folded_) UnpackParameters(replicas_[0].flat, folded_grads_);
     tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
       if (!apply[k]) return;
       Replica& replica = replicas_[k];
-      UnpackParameters(replica.flat, replica.grads);
-      ApplyInParallel(*replica.optimizer, replica.params, replica.grads, learning_rate);
+      if (!folded_) UnpackParameters(replica.flat, replica.grads);
+      ApplyInParallel(*replica.optimizer, replica.params, folded_ ? folded_grads_ : replica.grads, learning_rate);
       // BatchNormalization's moving statistics: each replica assigns its own copy
       // from its own batch's statistics (Keras's variables are MirroredVariables with
       // aggregation NONE), so unsynchronized layers leave the copies different, and

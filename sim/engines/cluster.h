@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -68,6 +69,10 @@ struct ClusterConfig : LossCode {
   // Fault injection (sim/comm/faults.h) and detection.
   std::vector<FaultSpec> faults;
   double collective_timeout_seconds = 60;  // how long a collective waits for a replica (simulated)
+  /// Above this many replicas the gradients are summed by a folded reduction instead
+  /// of the all-reduce's buffers (docs/cluster.md, "Folded reduction"), where
+  /// Cluster::FoldsReduction allows it.
+  std::int32_t fold_above = 256;
 
   const LossCode& loss() const { return *this; }
   using LossCode::split;
@@ -101,6 +106,9 @@ struct StepResult {
   /// skipped it unless --loss-scale-check let them disagree).
   float loss_scale = 0;
   bool skipped = false;
+  /// The gradients were summed by the folded reduction (no message was sent; the
+  /// cost model prices the all-reduce the run names, sim/training/run_timing.h).
+  bool folded = false;
 };
 
 /// The examples of one step (or one micro-batch): per replica, indices into the training set.
@@ -170,12 +178,31 @@ class Cluster final : public TrainingEngine {
   /// per-example values are exact mode's), held against the float bound.
   void set_compute_backend(ComputeBackend* backend) { compute_ = backend; }
 
+  /// True when a cluster of `config` for `model` sums its replicas' gradients with the
+  /// folded reduction: more than config.fold_above replicas in one process (no worker
+  /// group), mirrored variables (mirrored, multi_worker_mirrored, tpu), and none of
+  /// what needs every replica's own gradient buffer at once: injected faults, a
+  /// dynamic loss scale, gradient accumulation, BatchNormalization's staged passes.
+  static bool FoldsReduction(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
+    return config.replicas > config.fold_above && CanFold(config, model, worker_group);
+  }
+  /// FoldsReduction's conditions but the replica count.
+  static bool CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group);
+  bool folded() const { return folded_; }
+  /// Replicas whose gradients the folded reduction computes at once (its wave).
+  static std::int32_t FoldWave();
+
  private:
-  struct Replica {
-    ParameterList<float> params, grads;
-    std::unique_ptr<Optimizer> optimizer;
+  // Where a replica's gradient is computed: its own (the collective's buffers), or
+  // a wave slot of the folded reduction.
+  struct GradientSlot {
+    ParameterList<float> grads;
     std::vector<float> flat;          // the gradient (or variables) packed for the collective
     std::vector<std::int64_t> words;  // exact mode: the gradient as accumulator words
+  };
+  struct Replica : GradientSlot {
+    ParameterList<float> params;
+    std::unique_ptr<Optimizer> optimizer;
     // Gradient accumulation: the sum of the group's micro-batch gradients so far.
     std::vector<float> accumulated;
     std::vector<std::int64_t> accumulated_words;
@@ -275,7 +302,14 @@ class Cluster final : public TrainingEngine {
   Status CollectiveStatus(const std::string& collective, std::int64_t step) const;
   // Runtime naming the replica, the variables and the step if a replica's gradient
   // holds a NaN or an infinity (before the collective spreads it to every replica).
-  Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets);
+  // `slot(r)` is local replica r's gradient; replicas [begin, end) are checked.
+  Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets, std::int32_t begin,
+                               std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot);
+  // The folded reduction: adds the gradients of the wave's replicas [begin, end)
+  // (their slots_, in replica order) to the sum; the first wave starts it, the last
+  // divides a fast-mode MEAN.
+  template <typename Word>
+  void FoldWaveInto(std::int32_t begin, std::int32_t end);
   // The optimizer update with the reduced gradient (CentralStorage: on the host,
   // then broadcast); Runtime if it made a variable non-finite.
   // The optimizer step after the collective; with a dynamic loss scale, each
@@ -298,6 +332,13 @@ class Cluster final : public TrainingEngine {
   std::unique_ptr<FaultInjector> faults_;     // with injected faults
   std::unique_ptr<ReferenceStep> reference_;  // with check_reference
   std::vector<Replica> replicas_;             // this process's replicas: global ids [first_, first_ + size)
+  // The folded reduction (FoldsReduction): replicas hold no gradient buffers; a wave's
+  // gradients are computed into slots_ and added to the sum, replica 0's `flat` (fast
+  // mode) or folded_words_ (exact), which folded_grads_ unpacks for every update.
+  bool folded_ = false;
+  std::vector<GradientSlot> slots_;
+  std::vector<std::int64_t> folded_words_;
+  ParameterList<float> folded_grads_;
   std::int32_t first_ = 0;
   WorkerGroup* group_ = nullptr;                       // not owned; null in a single-process run
   std::vector<SparseCategoricalAccuracy> accuracies_;  // every replica's, on every worker

@@ -23,11 +23,22 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   const double n = static_cast<double>(std::max<std::int32_t>(in.replicas, 1));
   const double f = sizeof(float);
   MemoryEstimate e;
-  // weights, gradients, the packed collective buffer, the optimizer slots.
-  e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots));
-  if (in.exact) e.per_replica_bytes += p * kExactWords * sizeof(std::int64_t);
-  if (in.accumulating) e.per_replica_bytes += in.exact ? p * kExactWords * sizeof(std::int64_t) : p * f;
-  e.replicas_bytes = e.per_replica_bytes * n;
+  const double words = in.exact ? p * kExactWords * sizeof(std::int64_t) : 0.0;
+  const bool folded = in.fold_above >= 0 && in.replicas > in.fold_above;
+  e.folded = folded;
+  if (folded) {
+    // weights and slots per replica; a wave's gradients, packed buffers and words,
+    // and the sum (packed, unpacked and exact mode's words).
+    e.per_replica_bytes = p * f * (1.0 + static_cast<double>(in.optimizer_slots));
+    e.replicas_bytes = e.per_replica_bytes * n +
+                       std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * (2.0 * p * f + words) +
+                       2.0 * p * f + words;
+  } else {
+    // weights, gradients, the packed collective buffer, the optimizer slots.
+    e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + words;
+    if (in.accumulating) e.per_replica_bytes += in.exact ? words : p * f;
+    e.replicas_bytes = e.per_replica_bytes * n;
+  }
   if (in.central_storage) e.replicas_bytes += p * f * (1.0 + static_cast<double>(in.optimizer_slots));
   // The gathered batch: inputs, and per example a loss, a coefficient, a label, a prediction.
   const double batch = static_cast<double>(std::max<std::int64_t>(in.global_batch, 0));
@@ -42,7 +53,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     const double chunks = std::ceil(batch / static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1))) + n;
     e.batch_bytes += static_cast<double>(in.batch_norm_words) * sizeof(std::int64_t) * (chunks + n);
   }
-  const double messages = in.all_reduce.info().log_messages(n);
+  const double messages = folded ? 0.0 : in.all_reduce.info().log_messages(n);
   e.message_log_bytes = messages * sizeof(Message);
   e.total_bytes = e.replicas_bytes + e.batch_bytes + e.message_log_bytes;
   return e;
@@ -64,16 +75,23 @@ std::int32_t LargestReplicasThatFit(const RunMemoryInput& input, double availabl
       trial.global_batch = std::min(input.batch_per_replica * replicas, std::max(input.batch_limit, std::int64_t{1}));
     return EstimateRunMemory(trial).total_bytes <= available_bytes;
   };
+  // The estimate grows with the replicas, except where the folded reduction takes
+  // over (it drops there): the largest count that fits in [low, high], given fits(low).
+  auto largest = [&](std::int32_t low, std::int32_t high) {
+    while (low < high) {
+      const std::int32_t middle = low + (high - low + 1) / 2;
+      if (fits(middle))
+        low = middle;
+      else
+        high = middle - 1;
+    }
+    return low;
+  };
+  constexpr std::int32_t kMost = 1 << 20;
+  if (input.fold_above >= 0 && input.fold_above < kMost && fits(input.fold_above + 1))
+    return largest(input.fold_above + 1, kMost);
   if (!fits(1)) return 0;
-  std::int32_t low = 1, high = 1 << 20;  // fits(low); the answer is <= high
-  while (low < high) {
-    const std::int32_t middle = low + (high - low + 1) / 2;
-    if (fits(middle))
-      low = middle;
-    else
-      high = middle - 1;
-  }
-  return low;
+  return largest(1, input.fold_above >= 1 ? std::min(input.fold_above, kMost) : kMost);
 }
 
 std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes, double resident_bytes) {

@@ -8,6 +8,8 @@
 //     slots (4 bytes per parameter value each), plus exact mode's accumulator words
 //     (kExactWords x 8 bytes per value), and with gradient accumulation the
 //     running sum of the step's micro-batch gradients (a float or exact words per value);
+//     under the folded reduction only the weights and the slots, and the gradient
+//     buffers once per replica of a wave plus the sum;
 //   per run: the global batch gathered for the step (input values, loss, label,
 //     prediction per example), the per-thread workspaces (activations of a chunk of
 //     examples), and the message log of one step's collective, which holds one
@@ -53,6 +55,11 @@ struct RunMemoryInput {
   /// (BatchNormWords), held per chunk and per replica while that layer is summed.
   std::int64_t batch_norm_words = 0;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kRing;
+  /// The folded reduction (Cluster::FoldsReduction) sums the gradients above this
+  /// many replicas (-1: never): the replicas then hold only their weights and
+  /// optimizer slots, and `fold_wave` replicas' gradient buffers exist at once.
+  std::int32_t fold_above = -1;
+  std::int32_t fold_wave = 16;
 };
 
 /// Bytes, as doubles: 100,000 replicas squared does not fit an int64 of bytes.
@@ -62,6 +69,7 @@ struct MemoryEstimate {
   double batch_bytes = 0;        // the gathered global batch and the workspaces
   double message_log_bytes = 0;  // one step's collective record
   double total_bytes = 0;
+  bool folded = false;  // the folded reduction sums the gradients (no message log)
 };
 
 MemoryEstimate EstimateRunMemory(const RunMemoryInput& input);

@@ -14,19 +14,21 @@
 
 namespace dtlab {
 
-StatusOr<StepTimeEstimate> EstimateFullStep(const TrainConfig& config, double flops_per_example,
-                                            std::int64_t parameter_values, std::string* not_estimated) {
-  StepTimeEstimate estimate;
+namespace {
+
+// The priced collectives of one synchronous step of `config` (n > 1 replicas), from
+// their schedules alone; none, with the reason in *not_estimated, when a step would
+// log more messages than the cost model is given at once.
+struct PricedCollectives {
+  std::vector<CollectiveCost> costs;
+  std::int64_t bytes = 0;  // what their messages carry
+};
+
+StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std::int64_t parameter_values,
+                                                 std::string* not_estimated) {
   const ClusterConfig& cluster = config.cluster;
-  if (cluster.strategy == StrategyKind::kParameterServer) {
-    *not_estimated = "parameter_server keeps an asynchronous clock: its time comes from the run";
-    return estimate;
-  }
   const std::int32_t n = std::max(cluster.replicas, 1);
-  const std::int64_t share = (config.global_batch_size() + n - 1) / n;
-  estimate.compute_seconds = EstimateCompute(
-      flops_per_example * static_cast<double>(share * cluster.accumulation.steps), config.device_flops_per_second);
-  if (n == 1) return estimate;
+  PricedCollectives priced;
   // One record of 2n(n-1) messages at 4096 ring replicas is 800 MB: price the
   // step only while its record stays small.
   constexpr double kMaxMessages = 4e6;
@@ -38,8 +40,7 @@ StatusOr<StepTimeEstimate> EstimateFullStep(const TrainConfig& config, double fl
                   "one step's collectives send about %.3g messages, more than the %.0e the cost model is given at once",
                   messages, kMaxMessages);
     *not_estimated = text;
-    estimate.compute_seconds = 0;
-    return estimate;
+    return priced;
   }
   DTLAB_ASSIGN_OR_RETURN(const Topology topology, Topology::Create(config.topology, n, config.link));
   const bool exact = cluster.math == MathMode::kExact;
@@ -58,22 +59,47 @@ StatusOr<StepTimeEstimate> EstimateFullStep(const TrainConfig& config, double fl
                                      [&](ScheduleTransport& t) { cluster.all_reduce.info().schedule(t, spec); }));
   }
   for (const CollectiveRecord& record : records) {
-    DTLAB_ASSIGN_OR_RETURN(const CollectiveCost cost, EstimateCollective(record, topology));
-    estimate.collective_seconds += cost.seconds;
-    for (const Message& m : record.messages) estimate.collective_bytes += m.bytes;
+    DTLAB_ASSIGN_OR_RETURN(CollectiveCost cost, EstimateCollective(record, topology));
+    priced.costs.push_back(std::move(cost));
+    for (const Message& m : record.messages) priced.bytes += m.bytes;
   }
+  return priced;
+}
+
+}  // namespace
+
+StatusOr<StepTimeEstimate> EstimateFullStep(const TrainConfig& config, double flops_per_example,
+                                            std::int64_t parameter_values, std::string* not_estimated) {
+  StepTimeEstimate estimate;
+  const ClusterConfig& cluster = config.cluster;
+  if (cluster.strategy == StrategyKind::kParameterServer) {
+    *not_estimated = "parameter_server keeps an asynchronous clock: its time comes from the run";
+    return estimate;
+  }
+  const std::int32_t n = std::max(cluster.replicas, 1);
+  const std::int64_t share = (config.global_batch_size() + n - 1) / n;
+  estimate.compute_seconds = EstimateCompute(
+      flops_per_example * static_cast<double>(share * cluster.accumulation.steps), config.device_flops_per_second);
+  if (n == 1) return estimate;
+  DTLAB_ASSIGN_OR_RETURN(const PricedCollectives priced, PriceStepCollectives(config, parameter_values, not_estimated));
+  if (!not_estimated->empty()) estimate.compute_seconds = 0;
+  for (const CollectiveCost& cost : priced.costs) estimate.collective_seconds += cost.seconds;
+  estimate.collective_bytes = priced.bytes;
   return estimate;
 }
 
-StatusOr<RunTiming> RunTiming::Create(const TrainConfig& config, double flops_per_example) {
+StatusOr<RunTiming> RunTiming::Create(const TrainConfig& config, double flops_per_example,
+                                      std::int64_t parameter_values) {
   DTLAB_ASSIGN_OR_RETURN(Topology topology, Topology::Create(config.topology, config.cluster.replicas, config.link));
-  return RunTiming(config, flops_per_example, std::move(topology));
+  return RunTiming(config, flops_per_example, parameter_values, std::move(topology));
 }
 
-RunTiming::RunTiming(const TrainConfig& config, double flops_per_example, Topology topology)
+RunTiming::RunTiming(const TrainConfig& config, double flops_per_example, std::int64_t parameter_values,
+                     Topology topology)
     : config_(&config),
       asynchronous_(config.cluster.strategy == StrategyKind::kParameterServer),
       flops_per_example_(flops_per_example),
+      parameter_values_(parameter_values),
       topology_(std::move(topology)),
       timeline_(config.cluster.replicas) {}
 
@@ -99,6 +125,16 @@ Status RunTiming::AddStep(const EngineStep& step, MessageLog& log, StepRecord& r
     if (traced) traced_compute_.back().push_back(seconds);
     record.compute_seconds.push_back(seconds);
   }
+  if (result.folded) {
+    DTLAB_RETURN_IF_ERROR(FoldedCosts());
+    for (const CollectiveCost& cost : *folded_costs_) {
+      CollectiveCost priced = cost;
+      priced.step = step.step;
+      timeline_.AddCollective(priced);
+      record.collectives.push_back(std::move(priced));
+    }
+    collective_bytes_ += folded_bytes_;
+  }
   for (const CollectiveRecord& collective : log.collectives()) {
     DTLAB_ASSIGN_OR_RETURN(CollectiveCost cost, EstimateCollective(collective, topology_));
     timeline_.AddCollective(cost);
@@ -110,6 +146,19 @@ Status RunTiming::AddStep(const EngineStep& step, MessageLog& log, StepRecord& r
   return Status::Ok();
 }
 
+Status RunTiming::FoldedCosts() {
+  if (folded_costs_) return Status::Ok();
+  DTLAB_ASSIGN_OR_RETURN(PricedCollectives priced,
+                         PriceStepCollectives(*config_, parameter_values_, &folded_not_priced_));
+  for (CollectiveCost& cost : priced.costs) {
+    cost.messages.clear();
+    cost.messages.shrink_to_fit();
+  }
+  folded_costs_ = std::move(priced.costs);
+  folded_bytes_ = priced.bytes;
+  return Status::Ok();
+}
+
 void RunTiming::AddEpoch(MessageLog& log) {
   if (!asynchronous_) return;  // a synchronous step's collectives were counted with it
   collective_bytes_ += log.TotalBytes();
@@ -118,6 +167,8 @@ void RunTiming::AddEpoch(MessageLog& log) {
 
 Status RunTiming::Finish(TrainReport& report) const {
   report.collective_bytes = collective_bytes_;
+  report.folded_reduction = folded_costs_.has_value();
+  report.collectives_not_simulated = folded_not_priced_;
   report.staleness = staleness_;
   report.simulated_seconds = asynchronous_ ? asynchronous_seconds_ : timeline_.total_seconds();
   report.simulated_collective_seconds = asynchronous_ ? 0.0 : timeline_.collective_seconds();

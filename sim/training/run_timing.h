@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <string>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -41,11 +43,14 @@ class RunTiming {
  public:
   /// InvalidArgument if the run's topology cannot be built. `flops_per_example`:
   /// one training example's forward and backward pass.
-  static StatusOr<RunTiming> Create(const TrainConfig& config, double flops_per_example);
+  static StatusOr<RunTiming> Create(const TrainConfig& config, double flops_per_example,
+                                    std::int64_t parameter_values);
 
   /// Adds the time of `step`. A synchronous step's collectives are read from
   /// `log`, which is then cleared; their costs and each replica's compute go into
-  /// record.collectives and record.compute_seconds.
+  /// record.collectives and record.compute_seconds. A folded step (StepResult::folded)
+  /// sent no message: it is priced as the collective the run names, from its
+  /// schedule alone, once per run (its costs carry no per-message entries).
   Status AddStep(const EngineStep& step, MessageLog& log, StepRecord& record);
   /// At the end of an epoch: counts the bytes an asynchronous engine's transfers
   /// recorded in `log`, and clears it.
@@ -57,12 +62,18 @@ class RunTiming {
   Status Finish(TrainReport& report) const;
 
  private:
-  RunTiming(const TrainConfig& config, double flops_per_example, Topology topology);
+  RunTiming(const TrainConfig& config, double flops_per_example, std::int64_t parameter_values, Topology topology);
+  // The priced schedule of a folded step (FoldedCosts computes it on the first one).
+  Status FoldedCosts();
 
   const TrainConfig* config_;
   bool asynchronous_;
   double flops_per_example_;
+  std::int64_t parameter_values_;
   Topology topology_;
+  std::optional<std::vector<CollectiveCost>> folded_costs_;
+  std::int64_t folded_bytes_ = 0;
+  std::string folded_not_priced_;  // why a folded step's collectives were not priced, if so
   SimulatedTimeline timeline_;
   std::int64_t collective_bytes_ = 0;
   // Asynchronous: every update's staleness, and the clock at the last update.

@@ -255,6 +255,8 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   for (const std::size_t layer : BatchNormLayers(model))
     input.batch_norm_words = std::max(input.batch_norm_words, BatchNormWords(model.layer_input_shape(layer).back()));
   input.all_reduce = config.cluster.all_reduce;
+  if (Cluster::CanFold(config.cluster, model, config.worker_group != nullptr))
+    input.fold_above = config.cluster.fold_above, input.fold_wave = Cluster::FoldWave();
   return input;
 }
 
@@ -487,7 +489,7 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   report.input_description = dataset.Describe();
   if (config.cluster.accumulation.on())
     report.input_description += "; " + config.cluster.accumulation.Description(config.global_batch_size());
-  DTLAB_ASSIGN_OR_RETURN(RunTiming timing, RunTiming::Create(config, flops_per_example));
+  DTLAB_ASSIGN_OR_RETURN(RunTiming timing, RunTiming::Create(config, flops_per_example, model->num_parameter_values()));
   if (config.cluster.check_reference) report.reference_check.emplace();
   observer->OnStart(report.model_summary, report.resumed_from_step);
   if (report.resume) observer->OnResume(*report.resume);

@@ -239,6 +239,11 @@ struct TrainReport {
   std::optional<ReferenceCheckSummary> reference_check;
   double simulated_seconds = 0;  // the cost model's time of the whole run
   double simulated_collective_seconds = 0;
+  /// The gradients were summed by the folded reduction (docs/cluster.md): its steps'
+  /// collectives are priced from the schedule the run names, or, when that is too
+  /// large to price, not at all, and this says why.
+  bool folded_reduction = false;
+  std::string collectives_not_simulated;
   std::int64_t collective_bytes = 0;    // bytes all collectives moved between replicas
   std::vector<std::int64_t> staleness;  // parameter_server: per update, in update order
   std::uint64_t weights_digest = 0;     // FNV-1a of the final variables' bytes: equal digests, equal bits

@@ -178,6 +178,7 @@ RC_GTEST_PROP(ExactMode, ClusterStepsEqualOneDeviceRun, ()) {
                                                         StrategyKind::kTpu, StrategyKind::kMultiWorkerMirrored);
   if (config.strategy == StrategyKind::kMultiWorkerMirrored && s.replicas % 2 == 0) config.workers = 2;
   config.all_reduce = *rc::gen::elementOf(kAllReduceAlgorithms);
+  config.fold_above = *rc::gen::element(256, 0, 1);  // the folded reduction, where the strategy takes it
   config.check_reference = true;
   const bool full = s.global_batch % s.replicas == 0;
   config.denominator = full && *rc::gen::arbitrary<bool>() ? LossDenominator::kDefault : LossDenominator::kGlobal;
@@ -212,6 +213,7 @@ RC_GTEST_PROP(FastMode, ErrorAlwaysWithinItsBound, ()) {
   config.replicas = s.replicas;
   config.strategy = s.replicas == 1 ? StrategyKind::kOneDevice : StrategyKind::kMirrored;
   config.all_reduce = *rc::gen::elementOf(kAllReduceAlgorithms);
+  config.fold_above = *rc::gen::element(256, 0);
   config.check_reference = true;
   auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, s.chunk)).value();
   std::vector<std::int64_t> batch(static_cast<std::size_t>(s.batch));
@@ -292,6 +294,87 @@ TEST(ExactMode, ThousandReplicasEqualOneDevice) {
     EXPECT_TRUE(r.check->within_bound) << global_batch << ": " << r.check->explanation;
     EXPECT_EQ(r.check->max_ulp, 0);
   }
+}
+
+// The folded reduction (docs/cluster.md) sums the replicas' gradients in waves of
+// FoldWave() replicas instead of moving their buffers. Over three steps of 40
+// replicas (several waves, short and empty replicas), with 1 and 8 threads (other
+// wave sizes): exact mode gives the ring's bits, and fast mode the naive
+// all-reduce's, whose order ((g0 + g1) + g2) + ... it keeps; a MEAN (DDP, whose
+// short replicas fail the reference check as they should) too.
+TEST(FoldedReduction, GivesTheCollectivesBits) {
+  Lab setup("seed-cnn", 10, 120, 3);
+  for (const MathMode math : {MathMode::kExact, MathMode::kFast})
+    for (const Convention convention : {Convention::kTf, Convention::kDdp}) {
+      std::vector<std::vector<float>> results;
+      for (const int threads : {1, 8})
+        for (const std::int32_t fold_above : {0, 256}) {
+          tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+          ClusterConfig config;
+          config.math = math;
+          config.convention = convention;
+          config.strategy = StrategyKind::kMirrored;
+          config.replicas = 40;
+          config.fold_above = fold_above;
+          config.all_reduce = math == MathMode::kExact ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kNaive;
+          config.check_reference = true;
+          auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 4)).value();
+          ASSERT_EQ(cluster->folded(), fold_above == 0);
+          std::vector<float> all;
+          for (std::int64_t step = 0; step < 3; ++step) {
+            const std::int64_t global_batch = step == 1 ? 30 : 70;  // 30: ten empty replicas
+            std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch));
+            std::iota(batch.begin(), batch.end(), step * 10);
+            ParameterList<float> reduced;
+            const StepResult r =
+                std::move(cluster->TrainStep(setup.data, SplitBatch(batch, global_batch, 40, RebatchRule::kV2),
+                                             global_batch, 1e-3f, step, &reduced))
+                    .value();
+            ASSERT_TRUE(r.check.has_value());
+            if (convention == Convention::kTf) {
+              EXPECT_TRUE(r.check->within_bound) << r.check->explanation;
+            }
+            EXPECT_EQ(r.folded, fold_above == 0);
+            const std::vector<float> g = Flatten(reduced);
+            all.insert(all.end(), g.begin(), g.end());
+            all.push_back(r.loss);
+          }
+          const std::vector<float> v = Flatten(cluster->variables());
+          all.insert(all.end(), v.begin(), v.end());
+          EXPECT_TRUE(cluster->ReplicasInSync());
+          results.push_back(std::move(all));
+        }
+      for (std::size_t k = 1; k < results.size(); ++k)
+        EXPECT_TRUE(SameBits(results[k], results[0]))
+            << (math == MathMode::kExact ? "exact" : "fast") << " convention " << static_cast<int>(convention)
+            << " run " << k;
+    }
+}
+
+// Where a configuration needs every replica's own gradient at once, the cluster keeps
+// the collective whatever the replica count.
+TEST(FoldedReduction, OnlyWhereTheStrategyTakesIt) {
+  Lab setup("linear", 4, 8, 1);
+  ClusterConfig config;
+  config.strategy = StrategyKind::kMirrored;
+  config.replicas = 4;
+  config.fold_above = 2;
+  EXPECT_TRUE(Cluster::FoldsReduction(config, *setup.model, false));
+  EXPECT_FALSE(Cluster::FoldsReduction(config, *setup.model, true));  // MPI: the worker group's collective
+  config.fold_above = 4;
+  EXPECT_FALSE(Cluster::FoldsReduction(config, *setup.model, false));
+  config.fold_above = 2;
+  for (const StrategyKind strategy : {StrategyKind::kCentralStorage, StrategyKind::kOneDevice}) {
+    ClusterConfig other = config;
+    other.strategy = strategy;
+    EXPECT_FALSE(Cluster::FoldsReduction(other, *setup.model, false));
+  }
+  ClusterConfig scaled = config;
+  scaled.precision.dynamic_loss_scale = true;
+  EXPECT_FALSE(Cluster::FoldsReduction(scaled, *setup.model, false));
+  ClusterConfig accumulating = config;
+  accumulating.accumulation.steps = 2;
+  EXPECT_FALSE(Cluster::FoldsReduction(accumulating, *setup.model, false));
 }
 
 // Results never depend on the thread count or the chunk size in exact mode.
