@@ -106,6 +106,8 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
       {"simulated_seconds", report.simulated_seconds},
       {"simulated_collective_seconds", report.simulated_collective_seconds},
       {"folded_reduction", report.folded_reduction},
+      {"estimated_peak_bytes", report.estimated_peak_bytes},
+      {"peak_resident_bytes", report.peak_resident_bytes},
       {"collective_bytes", report.collective_bytes},
       {"epochs", epochs},
       {"steps", report.steps},

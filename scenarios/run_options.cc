@@ -179,8 +179,8 @@ std::vector<RunOption> MakeTable() {
        .help = "worker threads, 0 for all cores (results never depend on it)",
        .apply = [](V v, S s) { s.threads = static_cast<int>(Int(v)); return Ok(); },
        .read = [](R s) -> Read { return AsInt(s.threads); }},
-      {.group = kCluster, .flag = "fold-above", .type = kInt32, .default_text = "256", .min = 0, .max = 4096,
-       .process_only = true,
+      {.group = kCluster, .flag = "fold-above", .key = "cluster.fold_above", .type = kInt32, .default_text = "256",
+       .min = 0, .max = 4096,
        .help = "above this many replicas the gradients are summed by a folded reduction, not the all-reduce's "
                "buffers (exact mode: the same bits; fast mode: naive's)",
        .apply = [](V v, S s) { s.config.cluster.fold_above = static_cast<std::int32_t>(Int(v)); return Ok(); },
@@ -451,7 +451,8 @@ const RunOption* FindRunOptionByKey(std::string_view key) {
 const std::vector<RunOptionSection>& RunOptionSections() {
   static const std::vector<RunOptionSection> kSections = {
       {"cluster",
-       {"strategy", "replicas", "workers", "all_reduce", "topology", "parameter_servers", "straggler_spread"}},
+       {"strategy", "replicas", "workers", "all_reduce", "fold_above", "topology", "parameter_servers",
+        "straggler_spread"}},
       {"data",
        {"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch", "shard",
         "drop_remainder", "shuffle_buffer"}},

@@ -279,6 +279,7 @@ const std::vector<std::pair<std::string, std::string>>& ScenarioValueNames() {
       {"sum_reduced_loss", "step 1: the replicas' scaled losses SUM-reduced (the true mean)"},
       {"mean_metric_ratio", "sum_reduced_loss / mean_metric_loss: how far off the Mean metric reads"},
       {"empty_replica_steps", "steps in which some replica had no examples"},
+      {"max_empty_replicas", "the most replicas without examples in one step"},
       {"short_steps", "steps whose batch was smaller than the global batch"},
       {"examples", "training examples processed"},
       {"distinct_fraction", "distinct examples / examples processed (below 1: duplicated data)"},

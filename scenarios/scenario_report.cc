@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/file_io.h"
@@ -10,6 +11,7 @@
 #include "scenarios/text_table.h"
 #include "scenarios/tensorboard_writer.h"
 #include "sim/engines/strategy.h"
+#include "sim/training/memory_estimate.h"
 
 namespace dtlab {
 namespace {
@@ -36,11 +38,15 @@ std::string Split(const TrainConfig& c) {
   return std::string(RebatchRuleName(EffectiveRebatchRule(c.rebatch, c.shard_policy)));
 }
 
-std::string Cluster(const TrainConfig& c) {
+// The strategy, the replicas and how their gradients were summed: the all-reduce,
+// or "folded" (docs/cluster.md) when the run folded them.
+std::string Cluster(const RunResult& r) {
+  const TrainConfig& c = r.run->config;
   std::string text = std::string(StrategyName(c.cluster.strategy)) + " " + std::to_string(c.cluster.replicas);
   if (c.cluster.workers > 1) text += " (" + std::to_string(c.cluster.workers) + " workers)";
   if (c.cluster.replicas > 1 && c.cluster.strategy != StrategyKind::kParameterServer)
-    text += " " + std::string(AllReduceAlgorithmName(c.cluster.all_reduce));
+    text += " " + (r.report.folded_reduction ? std::string("folded")
+                                             : std::string(AllReduceAlgorithmName(c.cluster.all_reduce)));
   return text;
 }
 
@@ -82,7 +88,7 @@ TextTable RunTable(const ScenarioResult& result) {
   for (const auto& r : result.runs) {
     const TrainConfig& c = r.run->config;
     const bool ok = r.status.ok();
-    table.rows.push_back({r.name, Cluster(c), GlobalBatchText(c), Split(c), c.cluster.loss().ShortName(),
+    table.rows.push_back({r.name, Cluster(r), GlobalBatchText(c), Split(c), c.cluster.loss().ShortName(),
                           std::string(MathModeName(c.cluster.math)), ok ? std::to_string(r.report.steps) : "-",
                           ok ? Format("%.4f", r.Value("final_loss")) : "-",
                           ok ? Format("%.2f%%", 100 * r.report.final_test_accuracy) : "-", ReferenceColumn(r)});
@@ -396,6 +402,41 @@ report::TimelinePlot ScenarioTimeline(const ScenarioResult& result, int steps) {
   return plot;
 }
 
+// Memory, per run that trained: the estimate it was admitted with and the peak
+// resident set measured over it (sim/training/memory_estimate.h); with runs of
+// several replica counts, also the measured peak against the replicas, one line per
+// math mode. Measured on this machine, so the HTML report has it and the printed
+// table (a golden output) does not.
+void AddMemory(report::HtmlDocument& page, const ScenarioResult& result) {
+  std::vector<std::vector<std::string>> rows;
+  std::map<std::string, std::map<std::int32_t, double>> peaks;  // math mode -> replicas -> MiB
+  for (const auto& r : result.runs) {
+    if (!r.status.ok() || r.report.peak_resident_bytes <= 0) continue;
+    const TrainConfig& c = r.run->config;
+    const std::string math(MathModeName(c.cluster.math));
+    rows.push_back({r.name, std::to_string(c.cluster.replicas), math, r.report.folded_reduction ? "folded" : "collective",
+                    BytesText(r.report.estimated_peak_bytes), BytesText(r.report.peak_resident_bytes)});
+    peaks[math][c.cluster.replicas] = r.report.peak_resident_bytes / (1024.0 * 1024.0);
+  }
+  if (rows.empty()) return;
+  page.AddHeading(2, "Memory");
+  page.AddParagraph(
+      "Peak resident set of the process over each run, measured on the machine that ran the scenario, beside "
+      "the estimate the run was admitted with (docs/reliability.md, \"Memory\").");
+  page.AddTable({"run", "replicas", "math", "gradients", "estimated peak", "measured peak"}, rows,
+                {false, true, false, false, true, true});
+  report::LinePlot plot{"Peak resident set against replicas", "replicas (log2: 6 is 64, 12 is 4096)",
+                        "peak resident set (MiB)", {}, false};
+  for (const auto& [math, by_replicas] : peaks) {
+    if (by_replicas.size() < 2) continue;
+    report::Series series{math + " mode", {}, {}};
+    for (const auto& [replicas, mib] : by_replicas)
+      series.x.push_back(std::log2(static_cast<double>(replicas))), series.y.push_back(mib);
+    plot.series.push_back(std::move(series));
+  }
+  if (!plot.series.empty()) page.AddPlot(plot);
+}
+
 std::string RenderScenarioReport(const ScenarioResult& result) {
   const Scenario& s = *result.scenario;
   report::HtmlDocument page("dtlab scenario " + s.name + ": " + s.title);
@@ -418,6 +459,7 @@ std::string RenderScenarioReport(const ScenarioResult& result) {
   }
   for (const auto& r : result.runs)
     if (!r.status.ok()) page.AddParagraph(r.name + ": " + r.status.message());
+  AddMemory(page, result);
   page.AddHeading(2, "Plots");
   for (const auto& plot : ScenarioLinePlots(result)) page.AddPlot(plot);
   for (const auto& plot : ScenarioBarPlots(result)) page.AddPlot(plot);

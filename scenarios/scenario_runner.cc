@@ -166,15 +166,16 @@ void ComputeValues(RunResult& result, const Recorder& recorder) {
     v["mean_metric_loss"] = MeanOverReplicas(steps.front().replica_losses);
     v["mean_metric_ratio"] = v["sum_reduced_loss"] / v["mean_metric_loss"];
   }
-  std::int64_t empty = 0, short_steps = 0;
+  std::int64_t empty = 0, short_steps = 0, most_empty = 0;
   for (const auto& m : steps) {
-    std::int64_t total = 0;
-    bool any_empty = false;
-    for (const auto b : m.batch_sizes) total += b, any_empty |= b == 0;
-    empty += any_empty;
+    std::int64_t total = 0, empty_replicas = 0;
+    for (const auto b : m.batch_sizes) total += b, empty_replicas += b == 0;
+    empty += empty_replicas > 0;
+    most_empty = std::max(most_empty, empty_replicas);
     short_steps += total < config.step_batch_size();
   }
   v["empty_replica_steps"] = static_cast<double>(empty);
+  v["max_empty_replicas"] = static_cast<double>(most_empty);
   v["short_steps"] = static_cast<double>(short_steps);
   v["examples"] = static_cast<double>(recorder.examples);
   v["distinct_fraction"] =

@@ -1,5 +1,6 @@
 #include "sim/training/memory_estimate.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -65,6 +66,25 @@ double ResidentBytes() {
   const long page = sysconf(_SC_PAGESIZE);
   if (!(statm >> size >> resident) || page <= 0) return 0;
   return resident * static_cast<double>(page);
+}
+
+bool ResetPeakResident() {
+  malloc_trim(0);  // what earlier runs freed goes back to the system, out of the resident set
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";  // resets VmHWM to the current resident set (Linux 4.0 and later)
+  clear_refs.close();
+  return clear_refs.good();
+}
+
+double PeakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    double kib = 0;
+    return fields >> kib ? kib * 1024.0 : 0.0;
+  }
+  return 0;
 }
 
 std::int32_t LargestReplicasThatFit(const RunMemoryInput& input, double available_bytes) {

@@ -90,6 +90,15 @@ std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes = 0
 /// it cannot be read.
 double ResidentBytes();
 
+/// Starts a measurement of this process's peak resident set: gives the allocator's
+/// free memory back to the system and resets the kernel's high-water mark (VmHWM,
+/// through /proc/self/clear_refs). False where the mark cannot be reset: the peak
+/// read later is then the process's since it started.
+bool ResetPeakResident();
+/// VmHWM of /proc/self/status: the peak resident set since the last reset, in
+/// bytes; 0 if unknown.
+double PeakResidentBytes();
+
 /// The most replicas (1 .. 2^20) whose estimate fits in `available_bytes` with
 /// everything else as in `input` (the global batch growing with them when
 /// input.batch_per_replica is set); 0 if not even one does.

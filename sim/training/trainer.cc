@@ -467,6 +467,10 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
   model->set_compute_type(config.cluster.precision.compute);  // Keras's dtype policy (--precision)
   if (config.dry_run) return DryRun(config, *model, train);
   DTLAB_RETURN_IF_ERROR(CheckRunCanStart(config, *model, train));
+  // The run's memory, estimated and then measured (the peak resident set from here on).
+  DTLAB_ASSIGN_OR_RETURN(const RunMemoryInput memory_input, MemoryInput(config, *model, train));
+  const bool peak_measured = ResetPeakResident();
+  const double estimated_peak = ResidentBytes() + EstimateRunMemory(memory_input).total_bytes;
   OptimizerOptions optimizer_options;
   optimizer_options.momentum = config.momentum;
   TrainingState state;
@@ -616,6 +620,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     report.final_test_loss = report.epochs.back().test_loss;
   }
   DTLAB_RETURN_IF_ERROR(timing.Finish(report));
+  report.estimated_peak_bytes = estimated_peak;
+  report.peak_resident_bytes = peak_measured ? PeakResidentBytes() : 0.0;
   return report;
 }
 

@@ -245,6 +245,11 @@ struct TrainReport {
   bool folded_reduction = false;
   std::string collectives_not_simulated;
   std::int64_t collective_bytes = 0;    // bytes all collectives moved between replicas
+  /// Memory: the estimate the run was admitted with (what the process held at the
+  /// start plus what the run allocates, memory_estimate.h) and the peak resident set
+  /// measured over the run (0 if unknown).
+  double estimated_peak_bytes = 0;
+  double peak_resident_bytes = 0;
   std::vector<std::int64_t> staleness;  // parameter_server: per update, in update order
   std::uint64_t weights_digest = 0;     // FNV-1a of the final variables' bytes: equal digests, equal bits
   std::int64_t skipped_steps = 0;       // --loss-scale dynamic: updates skipped in this run (overflows)
