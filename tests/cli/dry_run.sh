@@ -27,6 +27,11 @@ same_time exact --replicas 3 --steps 4 --math exact --all-reduce halving_doublin
 same_time central --strategy central_storage --replicas 4 --steps 3
 same_time workers --strategy multi_worker_mirrored --workers 2 --replicas 4 --all-reduce hierarchical --steps 3 \
   --topology torus2d
+# A folded run (docs/cluster.md, "Folded reduction") sends no message; its collectives
+# are priced from the schedule the run names, as the dry run prices them.
+same_time folded --replicas 300 --batch-per-replica 1 --steps 2
+check_json folded.run "d['folded_reduction'] and d['collective_bytes'] > 0"
+check_json folded.dry "d['folded_reduction'] and d['message_log_bytes'] == 0"
 
 # It trains nothing and writes nothing.
 expect_exit 0 nothing -- "$DTLAB" train --replicas 4 --dry-run --checkpoint-dir "$WORK/ckpt"
@@ -56,6 +61,10 @@ PY
 peak fast64 --replicas 64 --batch-per-replica 1 --steps 2 --threads 1
 peak exact16 --replicas 16 --batch-per-replica 1 --steps 2 --math exact --threads 1
 peak one --steps 2 --threads 1
+peak folded300 --replicas 300 --batch-per-replica 1 --steps 2 --math exact --threads 1
+# A run reports its own estimate and its measured peak (VmHWM from its start).
+expect_exit 0 measured -- "$DTLAB" train --no-progress --json --replicas 300 --batch-per-replica 1 --steps 2 --math exact
+check_json measured "0.75 <= d['estimated_peak_bytes'] / d['peak_resident_bytes'] <= 1.25"
 
 # Far too many replicas: refused at once, with the estimate and what would fit.
 start=$(date +%s%N)

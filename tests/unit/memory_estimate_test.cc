@@ -107,6 +107,35 @@ TEST(MemoryEstimate, TheLargestReplicaCountThatFits) {
   EXPECT_LT(LargestReplicasThatFit(growing, 1e8), LargestReplicasThatFit(Input(4), 1e8));
 }
 
+// Above fold_above replicas the folded reduction keeps only weights and slots per
+// replica, a wave's gradient buffers and the sum, and no message log; the estimate
+// drops there, and the largest count that fits is searched on both sides of it.
+TEST(MemoryEstimate, TheFoldedReductionHoldsOneWaveOfGradients) {
+  for (const bool exact : {false, true}) {
+    RunMemoryInput input = Input(300);
+    input.exact = exact;
+    input.fold_above = 256;
+    input.fold_wave = 16;
+    const MemoryEstimate folded = EstimateRunMemory(input);
+    EXPECT_TRUE(folded.folded);
+    const double words = exact ? 1000.0 * kExactWords * 8 : 0.0;
+    EXPECT_DOUBLE_EQ(folded.per_replica_bytes, 1000.0 * 4 * 3);  // weights, 2 slots
+    EXPECT_DOUBLE_EQ(folded.replicas_bytes, 300 * 1000.0 * 4 * 3 + 16 * (2 * 1000.0 * 4 + words) + 2 * 1000.0 * 4 + words);
+    EXPECT_DOUBLE_EQ(folded.message_log_bytes, 0);
+    input.replicas = 256;
+    const MemoryEstimate collective = EstimateRunMemory(input);
+    EXPECT_FALSE(collective.folded);
+    EXPECT_GT(collective.total_bytes, folded.total_bytes);
+    // Room for 256 replicas' buffers but not for 255 more: the answer is past the fold.
+    const std::int32_t most = LargestReplicasThatFit(input, collective.total_bytes);
+    EXPECT_GT(most, 256);
+    input.replicas = most;
+    EXPECT_LE(EstimateRunMemory(input).total_bytes, collective.total_bytes);
+    input.replicas = most + 1;
+    EXPECT_GT(EstimateRunMemory(input).total_bytes, collective.total_bytes);
+  }
+}
+
 TEST(MemoryEstimate, MaxMemoryLimitsThePeak) {
   const auto limited = AvailableMemoryForRun(1.0 * (1 << 30), 200.0 * (1 << 20));
   ASSERT_TRUE(limited.has_value());
