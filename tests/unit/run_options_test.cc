@@ -169,6 +169,8 @@ TEST(OptionsTableTest, FlagAndKeyGiveTheSameConfig) {
       {{{"strategy", "multi_worker_mirrored"}, {"replicas", "4"}, {"workers", "2"}, {"all-reduce", "tree"}},
        {"cluster.strategy=multi_worker_mirrored", "cluster.replicas=4", "cluster.workers=2",
         "cluster.all_reduce=tree"}},
+      {{{"strategy", "mirrored"}, {"replicas", "8"}, {"fold-above", "4"}},
+       {"cluster.strategy=mirrored", "cluster.replicas=8", "cluster.fold_above=4"}},
       {{{"strategy", "mirrored"},
         {"replicas", "2"},
         {"convention", "ddp"},
