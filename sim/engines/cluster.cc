@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <type_traits>
 
 #include <tbb/parallel_for.h>
@@ -72,6 +74,15 @@ std::string NonFiniteVariables(const Sequential<float>& model, const ParameterLi
     for (const float v : values[p].span()) nan |= std::isnan(v), inf |= std::isinf(v);
     return std::pair(nan, inf);
   });
+}
+
+// True when two lists of variables hold the same bits.
+bool SameBits(const ParameterList<float>& a, const ParameterList<float>& b) {
+  for (std::size_t p = 0; p < a.size(); ++p)
+    if (a[p].size() != b[p].size() ||
+        std::memcmp(a[p].data(), b[p].data(), static_cast<std::size_t>(a[p].size()) * sizeof(float)) != 0)
+      return false;
+  return a.size() == b.size();
 }
 
 // The same for exact mode's gradient words: an accumulator's last word counts the
@@ -280,8 +291,14 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
     if (config.math == MathMode::kExact) slot.words.assign(flat_size * kExactWords, 0);
   };
   if (cluster->folded_) {
+    // A slot holds what the wave writes: the gradients (fast mode) or the words (exact).
     cluster->slots_.resize(static_cast<std::size_t>(std::min(FoldWave(), local)));
-    for (GradientSlot& slot : cluster->slots_) allocate(slot);
+    for (GradientSlot& slot : cluster->slots_) {
+      if (config.math == MathMode::kExact)
+        slot.words.assign(flat_size * kExactWords, 0);
+      else
+        slot.grads = model.ZeroParameters();
+    }
     cluster->replicas_[0].flat.assign(flat_size, 0.0f);
     if (config.math == MathMode::kExact) cluster->folded_words_.assign(flat_size * kExactWords, 0);
     cluster->folded_grads_ = model.ZeroParameters();
@@ -484,6 +501,11 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
   std::vector<LossSum> sums(static_cast<std::size_t>(n));
   std::vector<float> regularization(static_cast<std::size_t>(n), 0.0f);
   const RegularizationSplit split = config_.split();
+  std::optional<float> first_regularization;
+  if (regularize && end > first && config_.RegularizationShare(1.0f, first, n, split) != 0.0f) {
+    first_regularization = model_.RegularizationLoss(Weights(*Local(first)));
+    regularization[static_cast<std::size_t>(first)] = *first_regularization;
+  }
   for (std::int32_t wave_begin = first; wave_begin < end; wave_begin += wave) {
     const std::int32_t wave_end = std::min(end, wave_begin + wave);
     compute.SetDropoutStep({config_.dropout_seed, step, config_.dropout_rng, wave_begin, layout.indices});
@@ -508,8 +530,13 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
     };
     auto regularization_losses = [&] {
       tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) {
-        if (regularize && config_.RegularizationShare(1.0f, r, n, split) != 0.0f)
-          regularization[static_cast<std::size_t>(r)] = model_.RegularizationLoss(Weights(*Local(r)));
+        if (r == first || !regularize || config_.RegularizationShare(1.0f, r, n, split) == 0.0f) return;
+        // Mirrored replicas' variables are bitwise equal, and so is the loss of equal
+        // variables: the first replica's is taken instead of the same chain again.
+        const ParameterList<float>& weights = Weights(*Local(r));
+        regularization[static_cast<std::size_t>(r)] = first_regularization && SameBits(weights, Weights(*Local(first)))
+                                                          ? *first_regularization
+                                                          : model_.RegularizationLoss(weights);
       });
     };
     if (group_ != nullptr && runner_.has_batch_norm()) {
@@ -568,7 +595,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
                                        : sums[k].ToFloat();
       } else {
         result.replica_losses[k] = sums[k];
-        PackParameters(gradient.grads, gradient.flat);
+        if (!folded_) PackParameters(gradient.grads, gradient.flat);  // folded: added from `grads` directly
         if (config_.precision.dynamic_loss_scale) replica.local_finite = AllFinite(gradient.flat);
       }
     });
@@ -604,22 +631,38 @@ void Cluster::FoldWaveInto(std::int32_t begin, std::int32_t end) {
   const bool starts = begin == 0;
   const bool mean = !kExact && config_.mean_across_replicas() && end == static_cast<std::int32_t>(replicas_.size());
   const auto wave = static_cast<std::size_t>(slots_.size());
-  std::vector<const Word*> sources;
-  if (!starts) sources.push_back(sum);
-  for (std::int32_t k = begin; k < end; ++k) {
-    const GradientSlot& slot = slots_[static_cast<std::size_t>(k) % wave];
-    if constexpr (kExact)
-      sources.push_back(slot.words.data());
-    else
-      sources.push_back(slot.flat.data());
+  // The sum and the wave's gradients as pieces of the flat parameter vector: one
+  // piece of words in exact mode, one per variable in fast mode (added from the
+  // replicas' unpacked gradients, without packing them first).
+  struct Piece {
+    Word* sum;
+    std::vector<const Word*> sources;
+    std::int64_t size;
+  };
+  std::vector<Piece> pieces;
+  if constexpr (kExact) {
+    pieces.push_back({sum, {}, static_cast<std::int64_t>(folded_words_.size())});
+    for (std::int32_t k = begin; k < end; ++k) pieces[0].sources.push_back(slots_[static_cast<std::size_t>(k) % wave].words.data());
+  } else {
+    std::int64_t offset = 0;
+    for (std::size_t p = 0; p < model_.parameters().size(); ++p) {
+      const std::int64_t size = replicas_[0].params[p].size();
+      pieces.push_back({sum + offset, {}, size});
+      for (std::int32_t k = begin; k < end; ++k)
+        pieces.back().sources.push_back(slots_[static_cast<std::size_t>(k) % wave].grads[p].data());
+      offset += size;
+    }
   }
-  const auto size = static_cast<std::int64_t>(kExact ? folded_words_.size() : replicas_[0].flat.size());
   constexpr std::int64_t kBlock = 16384;  // elements per task; a multiple of CombineRange's step
-  tbb::parallel_for(std::int64_t{0}, (size + kBlock - 1) / kBlock, [&](std::int64_t block) {
-    CombineRange<Word>(
-        sources.size(), [&](std::size_t s) { return sources[s]; }, 1, [&](std::size_t) { return sum; },
-        block * kBlock, std::min(size, (block + 1) * kBlock), mean, static_cast<Word>(config_.replicas));
-  });
+  for (Piece& piece : pieces) {
+    if (!starts) piece.sources.insert(piece.sources.begin(), piece.sum);
+    tbb::parallel_for(std::int64_t{0}, (piece.size + kBlock - 1) / kBlock, [&](std::int64_t block) {
+      CombineRange<Word>(
+          piece.sources.size(), [&](std::size_t s) { return piece.sources[s]; }, 1,
+          [&](std::size_t) { return piece.sum; }, block * kBlock, std::min(piece.size, (block + 1) * kBlock), mean,
+          static_cast<Word>(config_.replicas));
+    });
+  }
 }
 
 template <typename LossSum>

@@ -28,11 +28,11 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   const bool folded = in.fold_above >= 0 && in.replicas > in.fold_above;
   e.folded = folded;
   if (folded) {
-    // weights and slots per replica; a wave's gradients, packed buffers and words,
+    // weights and slots per replica; a wave's gradients (fast mode) or words (exact),
     // and the sum (packed, unpacked and exact mode's words).
     e.per_replica_bytes = p * f * (1.0 + static_cast<double>(in.optimizer_slots));
     e.replicas_bytes = e.per_replica_bytes * n +
-                       std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * (2.0 * p * f + words) +
+                       std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * (in.exact ? words : p * f) +
                        2.0 * p * f + words;
   } else {
     // weights, gradients, the packed collective buffer, the optimizer slots.

@@ -120,7 +120,8 @@ TEST(MemoryEstimate, TheFoldedReductionHoldsOneWaveOfGradients) {
     EXPECT_TRUE(folded.folded);
     const double words = exact ? 1000.0 * kExactWords * 8 : 0.0;
     EXPECT_DOUBLE_EQ(folded.per_replica_bytes, 1000.0 * 4 * 3);  // weights, 2 slots
-    EXPECT_DOUBLE_EQ(folded.replicas_bytes, 300 * 1000.0 * 4 * 3 + 16 * (2 * 1000.0 * 4 + words) + 2 * 1000.0 * 4 + words);
+    EXPECT_DOUBLE_EQ(folded.replicas_bytes,
+                     300 * 1000.0 * 4 * 3 + 16 * (exact ? words : 1000.0 * 4) + 2 * 1000.0 * 4 + words);
     EXPECT_DOUBLE_EQ(folded.message_log_bytes, 0);
     input.replicas = 256;
     const MemoryEstimate collective = EstimateRunMemory(input);
