@@ -8,7 +8,11 @@
 // the convention and denominator say, adds its scaled regularization gradient, and
 // then the replicas' gradient buffers go through a real collective (sim/comm/collectives.h):
 // an all-reduce for the mirrored strategies, or a reduce to the host copy followed by
-// a broadcast of the updated variables for CentralStorage. With check_reference, the
+// a broadcast of the updated variables for CentralStorage. Above config.fold_above
+// replicas the mirrored strategies fold instead (FoldsReduction): the replicas
+// compute in waves into shared slots, and each wave is added to one sum in replica
+// order, the collective's words in exact mode and the naive all-reduce's float sum
+// in fast mode (docs/cluster.md, "Folded reduction"). With check_reference, the
 // same step is also computed on one device over the whole global batch with the same
 // weights and compared variable by variable (sim/engines/reference_step.h). Injected faults
 // (sim/engines/fault_injector.h) wrap the compute and the transport.
