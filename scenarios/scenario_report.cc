@@ -414,8 +414,9 @@ void AddMemory(report::HtmlDocument& page, const ScenarioResult& result) {
     if (!r.status.ok() || r.report.peak_resident_bytes <= 0) continue;
     const TrainConfig& c = r.run->config;
     const std::string math(MathModeName(c.cluster.math));
-    rows.push_back({r.name, std::to_string(c.cluster.replicas), math, r.report.folded_reduction ? "folded" : "collective",
-                    BytesText(r.report.estimated_peak_bytes), BytesText(r.report.peak_resident_bytes)});
+    rows.push_back({r.name, std::to_string(c.cluster.replicas), math,
+                    r.report.folded_reduction ? "folded" : "collective", BytesText(r.report.estimated_peak_bytes),
+                    BytesText(r.report.peak_resident_bytes)});
     peaks[math][c.cluster.replicas] = r.report.peak_resident_bytes / (1024.0 * 1024.0);
   }
   if (rows.empty()) return;
@@ -425,8 +426,11 @@ void AddMemory(report::HtmlDocument& page, const ScenarioResult& result) {
       "the estimate the run was admitted with (docs/reliability.md, \"Memory\").");
   page.AddTable({"run", "replicas", "math", "gradients", "estimated peak", "measured peak"}, rows,
                 {false, true, false, false, true, true});
-  report::LinePlot plot{"Peak resident set against replicas", "replicas (log2: 6 is 64, 12 is 4096)",
-                        "peak resident set (MiB)", {}, false};
+  report::LinePlot plot{"Peak resident set against replicas",
+                        "replicas (log2: 6 is 64, 12 is 4096)",
+                        "peak resident set (MiB)",
+                        {},
+                        false};
   for (const auto& [math, by_replicas] : peaks) {
     if (by_replicas.size() < 2) continue;
     report::Series series{math + " mode", {}, {}};

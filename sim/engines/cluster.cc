@@ -101,9 +101,8 @@ std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<cons
 
 }  // namespace
 
-Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets,
-                                      std::int32_t begin, std::int32_t end,
-                                      const std::function<const GradientSlot&(std::int32_t)>& slot) {
+Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets, std::int32_t begin,
+                                      std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot) {
   for (auto k = static_cast<std::size_t>(begin); k < static_cast<std::size_t>(end); ++k) {
     const GradientSlot& gradient = slot(static_cast<std::int32_t>(k));
     const std::string bad = config_.math == MathMode::kExact ? NonFiniteAccumulators(model_, gradient.words)
@@ -239,8 +238,8 @@ Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, st
 bool Cluster::CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
   const bool mirrored = config.strategy == StrategyKind::kMirrored ||
                         config.strategy == StrategyKind::kMultiWorkerMirrored || config.strategy == StrategyKind::kTpu;
-  return mirrored && !worker_group && config.faults.empty() &&
-         !config.precision.dynamic_loss_scale && !config.accumulation.on() && BatchNormLayers(model).empty();
+  return mirrored && !worker_group && config.faults.empty() && !config.precision.dynamic_loss_scale &&
+         !config.accumulation.on() && BatchNormLayers(model).empty();
 }
 
 std::int32_t Cluster::FoldWave() {
@@ -602,8 +601,9 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
     // With a dynamic loss scale a non-finite gradient is an overflow, which the
     // update step handles (ApplyUpdate), not a fault.
     if (!config_.precision.dynamic_loss_scale)
-      DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
-                                                  [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }));
+      DTLAB_RETURN_IF_ERROR(
+          CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
+                                [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }));
     if (folded_) FoldWaveInto<Word>(wave_begin - first, wave_end - first);
   }
   result.folded = folded_;
@@ -642,7 +642,8 @@ void Cluster::FoldWaveInto(std::int32_t begin, std::int32_t end) {
   std::vector<Piece> pieces;
   if constexpr (kExact) {
     pieces.push_back({sum, {}, static_cast<std::int64_t>(folded_words_.size())});
-    for (std::int32_t k = begin; k < end; ++k) pieces[0].sources.push_back(slots_[static_cast<std::size_t>(k) % wave].words.data());
+    for (std::int32_t k = begin; k < end; ++k)
+      pieces[0].sources.push_back(slots_[static_cast<std::size_t>(k) % wave].words.data());
   } else {
     std::int64_t offset = 0;
     for (std::size_t p = 0; p < model_.parameters().size(); ++p) {

@@ -43,8 +43,7 @@ class RunTiming {
  public:
   /// InvalidArgument if the run's topology cannot be built. `flops_per_example`:
   /// one training example's forward and backward pass.
-  static StatusOr<RunTiming> Create(const TrainConfig& config, double flops_per_example,
-                                    std::int64_t parameter_values);
+  static StatusOr<RunTiming> Create(const TrainConfig& config, double flops_per_example, std::int64_t parameter_values);
 
   /// Adds the time of `step`. A synchronous step's collectives are read from
   /// `log`, which is then cleared; their costs and each replica's compute go into

@@ -244,7 +244,7 @@ struct TrainReport {
   /// large to price, not at all, and this says why.
   bool folded_reduction = false;
   std::string collectives_not_simulated;
-  std::int64_t collective_bytes = 0;    // bytes all collectives moved between replicas
+  std::int64_t collective_bytes = 0;  // bytes all collectives moved between replicas
   /// Memory: the estimate the run was admitted with (what the process held at the
   /// start plus what the run allocates, memory_estimate.h) and the peak resident set
   /// measured over the run (0 if unknown).

@@ -345,9 +345,8 @@ TEST(FoldedReduction, GivesTheCollectivesBits) {
           results.push_back(std::move(all));
         }
       for (std::size_t k = 1; k < results.size(); ++k)
-        EXPECT_TRUE(SameBits(results[k], results[0]))
-            << (math == MathMode::kExact ? "exact" : "fast") << " convention " << static_cast<int>(convention)
-            << " run " << k;
+        EXPECT_TRUE(SameBits(results[k], results[0])) << (math == MathMode::kExact ? "exact" : "fast") << " convention "
+                                                      << static_cast<int>(convention) << " run " << k;
     }
 }
 
