@@ -89,6 +89,18 @@ for backend in cpu emulated; do
   expect_exit 0 train.$backend -- "$DTLAB" train --backend "$backend" --math exact --replicas 3 --steps 3 --epochs 1 --json
 done
 check_json train.emulated "d['weights_digest'] == json.load(open('$WORK/train.cpu.out'))['weights_digest'] and d['backend'] == 'emulated'"
+# The folded reduction (docs/cluster.md) hands the device waves of replicas, whose
+# segments start at a replica other than 0: 40 replicas in waves, with Dropout's
+# per-replica streams (keyed by replica id), give the collective's bits on the CPU
+# and on the emulated device.
+for run in "cpu 1" "emulated 1" "cpu 4096"; do
+  set -- $run
+  expect_exit 0 "folded.$1.$2" -- "$DTLAB" train --backend "$1" --math exact --replicas 40 --fold-above "$2" \
+    --global-batch 70 --steps 2 --epochs 1 --dropout-rng per-replica \
+    --model "$DTLAB_SOURCE_DIR/scenarios/models/dropout-cnn.json" --json
+done
+check_json folded.cpu.1 "d['folded_reduction'] and d['weights_digest'] == json.load(open('$WORK/folded.cpu.4096.out'))['weights_digest']"
+check_json folded.emulated.1 "d['folded_reduction'] and d['weights_digest'] == json.load(open('$WORK/folded.cpu.4096.out'))['weights_digest']"
 expect_exit 2 train.bad-backend -- "$DTLAB" train --backend gpu --steps 1
 expect_contains train.bad-backend err "--backend must be cpu, emulated or cuda"
 
