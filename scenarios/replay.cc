@@ -187,17 +187,22 @@ ReplayAllReduce MeasureHostAllReduce(int replicas, std::int64_t elements) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run > 0) best = std::min(best, seconds);
   }
-  for (const auto& d : data)
-    for (std::int64_t i = 0; i < elements; ++i) {
-      std::int64_t expected = 0;
-      for (int r = 0; r < replicas; ++r) expected += pattern(i, r);
-      m.wrong += d[static_cast<std::size_t>(i)] != expected;
-    }
+  for (std::int64_t i = 0; i < elements; ++i) {
+    std::int64_t expected = 0;
+    for (int r = 0; r < replicas; ++r) expected += pattern(i, r);
+    for (const auto& d : data) m.wrong += d[static_cast<std::size_t>(i)] != expected;
+  }
   m.seconds = best;
   m.algbw = best > 0 ? static_cast<double>(m.bytes) / best / 1e9 : 0;
   m.busbw = m.algbw * 2.0 * (replicas - 1) / replicas;
   return m;
 }
+
+// The replicas an all-reduce line measures: the scenario's main run's, up to the
+// count above which a cluster folds its gradients instead of all-reducing them
+// (docs/cluster.md, "Folded reduction"; 4096 buffers of exact words would measure
+// nothing a run does).
+int MeasuredReplicas(int main_replicas) { return std::clamp(main_replicas, 1, ClusterConfig{}.fold_above); }
 
 // The all-reduce line: on the GPUs for the cuda backend, else the CPU's ring.
 StatusOr<ReplayAllReduce> MeasureAllReduce(const ReplayOptions& options, int replicas, std::int64_t elements) {
@@ -370,7 +375,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
       }
       result.runs.push_back(std::move(run));
     }
-    result.all_reduce = MeasureHostAllReduce(std::max(main_replicas, 1), parameter_values * kExactWords);
+    result.all_reduce = MeasureHostAllReduce(MeasuredReplicas(main_replicas), parameter_values * kExactWords);
     for (const auto& run : result.runs) result.steps_compared += static_cast<std::int64_t>(run.steps.size());
     return result;
   }
@@ -468,7 +473,7 @@ StatusOr<ReplayResult> ReplayScenario(const Scenario& scenario, const std::strin
   // gradient of its size to all-reduce there either.
   if (parameter_values > 0 && result.steps_compared > 0) {
     DTLAB_ASSIGN_OR_RETURN(result.all_reduce,
-                           MeasureAllReduce(options, std::max(main_replicas, 1), parameter_values * kExactWords));
+                           MeasureAllReduce(options, MeasuredReplicas(main_replicas), parameter_values * kExactWords));
     if (result.all_reduce->wrong != 0) result.passed = false;
   }
   return result;
