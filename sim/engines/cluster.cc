@@ -160,6 +160,9 @@ void UnpackParameters(std::span<const float> flat, ParameterList<float>& params)
 Status ClusterConfig::Validate() const {
   if (replicas < 1) return Status::InvalidArgument("--replicas must be at least 1, got " + std::to_string(replicas));
   if (workers < 1) return Status::InvalidArgument("--workers must be at least 1, got " + std::to_string(workers));
+  if (fold_above < 0)
+    return Status::InvalidArgument("--fold-above must be 0 or more (replicas above it fold their gradients), got " +
+                                   std::to_string(fold_above));
   if (strategy == StrategyKind::kParameterServer && replicas != workers)
     return Status::InvalidArgument("parameter_server: each worker is one replica, so --replicas (" +
                                    std::to_string(replicas) + ") must equal --workers (" + std::to_string(workers) +
