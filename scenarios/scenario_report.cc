@@ -354,13 +354,26 @@ std::vector<report::LinePlot> ScenarioLinePlots(const ScenarioResult& result) {
   return plots;
 }
 
+// Per-replica plots draw at most this many replicas (the first ones): a bar or a
+// lane per replica of a 4096-replica run would make megabytes of unreadable SVG.
+constexpr std::size_t kDrawnReplicas = 64;
+
+// " (replicas 0-63 of 4096)" when a plot draws only the first replicas.
+std::string DrawnReplicasText(std::size_t replicas) {
+  if (replicas <= kDrawnReplicas) return "";
+  return ", replicas 0-" + std::to_string(kDrawnReplicas - 1) + " of " + std::to_string(replicas);
+}
+
 std::vector<report::BarPlot> ScenarioBarPlots(const ScenarioResult& result) {
   if (result.runs.empty()) return {};
   const RunResult& main = result.runs.front();
   if (main.steps.empty()) return {};
-  report::BarPlot sizes{"Per-replica batch sizes (" + main.name + ")", "replica", "examples", {}, {}};
-  report::BarPlot losses{"Per-replica scaled losses (" + main.name + ")", "replica", "loss", {}, {}};
-  for (std::size_t k = 0; k < main.steps.front().batch_sizes.size(); ++k) {
+  const std::size_t replicas = main.steps.front().batch_sizes.size();
+  const std::size_t drawn = std::min(replicas, kDrawnReplicas);
+  const std::string which = main.name + DrawnReplicasText(replicas);
+  report::BarPlot sizes{"Per-replica batch sizes (" + which + ")", "replica", "examples", {}, {}};
+  report::BarPlot losses{"Per-replica scaled losses (" + which + ")", "replica", "loss", {}, {}};
+  for (std::size_t k = 0; k < drawn; ++k) {
     sizes.categories.push_back(std::to_string(k));
     losses.categories.push_back(std::to_string(k));
   }
@@ -368,8 +381,9 @@ std::vector<report::BarPlot> ScenarioBarPlots(const ScenarioResult& result) {
   if (main.steps.size() > 1) shown.push_back(&main.steps.back());
   for (const StepMetrics* m : shown) {
     report::Series s{"step " + std::to_string(m->step), {}, {}}, l{"step " + std::to_string(m->step), {}, {}};
-    for (const auto b : m->batch_sizes) s.y.push_back(static_cast<double>(b));
-    for (const auto v : m->replica_losses) l.y.push_back(v);
+    for (std::size_t k = 0; k < std::min(drawn, m->batch_sizes.size()); ++k)
+      s.y.push_back(static_cast<double>(m->batch_sizes[k]));
+    for (std::size_t k = 0; k < std::min(drawn, m->replica_losses.size()); ++k) l.y.push_back(m->replica_losses[k]);
     sizes.series.push_back(s);
     losses.series.push_back(l);
   }
@@ -379,21 +393,25 @@ std::vector<report::BarPlot> ScenarioBarPlots(const ScenarioResult& result) {
 report::TimelinePlot ScenarioTimeline(const ScenarioResult& result, int steps) {
   report::TimelinePlot plot;
   if (result.runs.empty()) return plot;
-  plot.title = "Simulated timeline of the first steps (" + result.runs.front().name + "): compute, then all-reduce";
+  const auto& main = result.runs.front();
+  const std::size_t replicas = main.steps.empty() ? 0 : main.steps.front().compute_seconds.size();
+  plot.title = "Simulated timeline of the first steps (" + main.name + DrawnReplicasText(replicas) +
+               "): compute, then all-reduce";
   plot.unit = "ms";
   double t = 0;
-  const auto& main = result.runs.front();
   for (int i = 0; i < steps && i < static_cast<int>(main.steps.size()); ++i) {
     const StepMetrics& m = main.steps[static_cast<std::size_t>(i)];
+    const std::size_t drawn = std::min(m.compute_seconds.size(), kDrawnReplicas);
     double longest = 0;
     for (std::size_t r = 0; r < m.compute_seconds.size(); ++r) {
-      plot.spans.push_back({"replica " + std::to_string(r), "step " + std::to_string(m.step) + " compute", "compute",
-                            t * 1e3, (t + m.compute_seconds[r]) * 1e3});
+      if (r < drawn)
+        plot.spans.push_back({"replica " + std::to_string(r), "step " + std::to_string(m.step) + " compute", "compute",
+                              t * 1e3, (t + m.compute_seconds[r]) * 1e3});
       longest = std::max(longest, m.compute_seconds[r]);
     }
     t += longest;
     for (const auto& [name, seconds] : m.collectives) {
-      for (std::size_t r = 0; r < m.compute_seconds.size(); ++r)
+      for (std::size_t r = 0; r < drawn; ++r)
         plot.spans.push_back({"replica " + std::to_string(r), "step " + std::to_string(m.step) + " " + name,
                               name.substr(0, name.find('/')), t * 1e3, (t + seconds) * 1e3});
       t += seconds;

@@ -50,3 +50,39 @@ TEST(FormatRunText, LeavesUnknownNamesAndUnclosedBracesAsWritten) {
 
 }  // namespace
 }  // namespace dtlab
+
+namespace dtlab {
+namespace {
+
+// A run of many replicas: the per-replica plots draw the first 64 and say so, so
+// that a 4096-replica report stays small; a small run is drawn whole.
+TEST(ScenarioPlots, DrawAtMost64Replicas) {
+  for (const std::size_t replicas : {std::size_t{8}, std::size_t{4096}}) {
+    ScenarioResult result;
+    RunResult main;
+    main.name = "main";
+    StepMetrics step;
+    step.step = 1;
+    step.batch_sizes.assign(replicas, 1);
+    step.replica_losses.assign(replicas, 0.5f);
+    step.compute_seconds.assign(replicas, 1e-3);
+    step.collectives = {{"all_reduce/ring", 2e-3}};
+    main.steps = {step};
+    result.runs = {main};
+    const std::size_t drawn = std::min<std::size_t>(replicas, 64);
+    const std::vector<report::BarPlot> bars = ScenarioBarPlots(result);
+    ASSERT_EQ(bars.size(), 2u);
+    for (const report::BarPlot& plot : bars) {
+      EXPECT_EQ(plot.categories.size(), drawn);
+      ASSERT_EQ(plot.series.size(), 1u);
+      EXPECT_EQ(plot.series[0].y.size(), drawn);
+      EXPECT_EQ(plot.title.find("replicas 0-63 of 4096") != std::string::npos, replicas == 4096) << plot.title;
+    }
+    const report::TimelinePlot timeline = ScenarioTimeline(result);
+    EXPECT_EQ(timeline.spans.size(), 2 * drawn);  // compute and the all-reduce, per drawn replica
+    EXPECT_EQ(timeline.title.find("replicas 0-63 of 4096") != std::string::npos, replicas == 4096);
+  }
+}
+
+}  // namespace
+}  // namespace dtlab
