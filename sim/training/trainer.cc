@@ -261,8 +261,7 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
 }
 
 // Refuses, before allocating, a run whose replicas cannot fit in memory.
-Status CheckFitsInMemory(const TrainConfig& config, const Sequential<float>& model, const ImageDataset& train) {
-  DTLAB_ASSIGN_OR_RETURN(const RunMemoryInput input, MemoryInput(config, model, train));
+Status CheckFitsInMemory(const TrainConfig& config, const RunMemoryInput& input) {
   return CheckRunFitsInMemory(EstimateRunMemory(input), input,
                               AvailableMemoryForRun(config.max_memory_bytes, ResidentBytes()));
 }
@@ -398,9 +397,10 @@ StatusOr<DistributedDataset> MakeTrainingInput(const TrainConfig& config, const 
 // Refuses, before any work, a run that cannot get to its end: a --dump-step or
 // fault past the last step, replicas that do not fit in memory, a --trace file or
 // --dump-dir that cannot be written (not discovered unwritable at the end).
-Status CheckRunCanStart(const TrainConfig& config, const Sequential<float>& model, const ImageDataset& train) {
+// `memory` is MemoryInput's for the run.
+Status CheckRunCanStart(const TrainConfig& config, const ImageDataset& train, const RunMemoryInput& memory) {
   DTLAB_RETURN_IF_ERROR(CheckStepsReachable(config, train.count));
-  DTLAB_RETURN_IF_ERROR(CheckFitsInMemory(config, model, train));
+  DTLAB_RETURN_IF_ERROR(CheckFitsInMemory(config, memory));
   DTLAB_RETURN_IF_ERROR(CheckAccumulationCheckpoints(config, [&]() -> StatusOr<std::int64_t> {
     DTLAB_ASSIGN_OR_RETURN(const DistributedDataset dataset, MakeTrainingInput(config, train));
     return static_cast<std::int64_t>(dataset.Iterate(0).size());
@@ -466,9 +466,10 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
       auto model, MakeModel<float>(config.model, {train.height, train.width, train.channels}, train.num_classes));
   model->set_compute_type(config.cluster.precision.compute);  // Keras's dtype policy (--precision)
   if (config.dry_run) return DryRun(config, *model, train);
-  DTLAB_RETURN_IF_ERROR(CheckRunCanStart(config, *model, train));
-  // The run's memory, estimated and then measured (the peak resident set from here on).
+  // The run's memory: estimated (and refused when it cannot fit), then measured
+  // (the peak resident set from here on).
   DTLAB_ASSIGN_OR_RETURN(const RunMemoryInput memory_input, MemoryInput(config, *model, train));
+  DTLAB_RETURN_IF_ERROR(CheckRunCanStart(config, train, memory_input));
   const bool peak_measured = ResetPeakResident();
   const double estimated_peak = ResidentBytes() + EstimateRunMemory(memory_input).total_bytes;
   OptimizerOptions optimizer_options;
