@@ -1,0 +1,165 @@
+// The exact all-reduce on real gradients: seed-cnn's per-replica exact gradient words
+// for a Fashion-MNIST batch (8 examples per replica, initial weights), all-reduced
+//   float    the replicas' rounded gradients, ring, float SUM (what fast mode moves);
+//   words    the kExactWords int64 words per value, ring, then rounded once;
+//   compact  sim/comm/compact_exact.h over the same ring: same bits as `words`.
+// Counters: bytes_per_value on the wire per replica (float: 4) and, for compact, the
+// values each window round carried. docs/performance.md has the figures.
+//
+// Run: build/release/bench/compact_exact_bench [--benchmark_filter=/8]
+#include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
+
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/exact_sum.h"
+#include "core/mnist.h"
+#include "core/model.h"
+#include "sim/comm/collectives.h"
+#include "sim/comm/compact_exact.h"
+#include "sim/compute/batch_runner.h"
+
+namespace dtlab {
+namespace {
+
+constexpr std::int64_t kExamplesPerReplica = 8;
+
+// Per replica: the normalized exact gradient words and their rounding.
+struct Gradients {
+  std::vector<std::vector<std::int64_t>> words;
+  std::vector<std::vector<float>> floats;
+  std::int64_t values = 0;
+};
+
+const Gradients& GradientsOf(std::int32_t replicas) {
+  static std::map<std::int32_t, std::unique_ptr<Gradients>> cache;
+  auto& slot = cache[replicas];
+  if (slot) return *slot;
+  slot = std::make_unique<Gradients>();
+  StatusOr<TrainTestData> data = LoadMnistStyleDataset("fashion-mnist");
+  if (!data.ok()) {
+    std::fprintf(stderr, "%s\n", data.status().message().c_str());
+    std::exit(1);
+  }
+  auto model = std::move(MakeModel<float>("seed-cnn", {28, 28, 1}, 10)).value();
+  const ParameterList<float> params = model->InitialParameters(1);
+  const std::int64_t batch = replicas * kExamplesPerReplica;
+  std::vector<std::int64_t> indices(static_cast<std::size_t>(batch));
+  std::iota(indices.begin(), indices.end(), 0);
+  Tensor<float> images;
+  std::vector<std::int32_t> labels;
+  GatherBatch(data->train, indices, images, labels);
+  std::int64_t values = 0;
+  for (const auto& p : params) values += p.size();
+  slot->values = values;
+  slot->words.assign(static_cast<std::size_t>(replicas),
+                     std::vector<std::int64_t>(static_cast<std::size_t>(values * kExactWords)));
+  std::vector<ExactSegment> segments;
+  for (std::int32_t r = 0; r < replicas; ++r)
+    segments.push_back({&params, r * kExamplesPerReplica, kExamplesPerReplica, slot->words[static_cast<std::size_t>(r)]});
+  std::vector<float> coefficients(static_cast<std::size_t>(batch), 1.0f / static_cast<float>(batch));
+  std::vector<float> losses(coefficients.size());
+  std::vector<std::int32_t> predictions(coefficients.size());
+  BatchRunner runner(*model, 16);
+  runner.RunExact(images, labels, coefficients, losses, predictions, segments);
+  for (const auto& w : slot->words) {
+    slot->floats.emplace_back(static_cast<std::size_t>(values));
+    ExactToFloats(w, slot->floats.back());
+  }
+  return *slot;
+}
+
+void SetCounters(benchmark::State& state, double bytes_per_value, std::int64_t values) {
+  state.counters["bytes_per_value"] = bytes_per_value;
+  state.counters["values"] = static_cast<double>(values);
+}
+
+void BM_Float(benchmark::State& state) {
+  const auto n = static_cast<std::int32_t>(state.range(0));
+  tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(state.range(1)));
+  const Gradients& g = GradientsOf(n);
+  std::vector<std::vector<float>> buffers = g.floats;
+  std::vector<std::span<float>> spans(buffers.begin(), buffers.end());
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (std::size_t r = 0; r < buffers.size(); ++r) buffers[r] = g.floats[r];
+    state.ResumeTiming();
+    AllReduce<float>(spans, ReduceOp::kSum, {});
+  }
+  SetCounters(state, 4.0, g.values);
+}
+
+void BM_Words(benchmark::State& state) {
+  const auto n = static_cast<std::int32_t>(state.range(0));
+  tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(state.range(1)));
+  const Gradients& g = GradientsOf(n);
+  std::vector<std::vector<std::int64_t>> buffers = g.words;
+  std::vector<std::span<std::int64_t>> spans(buffers.begin(), buffers.end());
+  std::vector<std::vector<float>> out(buffers.size(), std::vector<float>(static_cast<std::size_t>(g.values)));
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (std::size_t r = 0; r < buffers.size(); ++r) buffers[r] = g.words[r];
+    state.ResumeTiming();
+    AllReduce<std::int64_t>(spans, ReduceOp::kSum, {});
+    for (std::size_t r = 0; r < buffers.size(); ++r) RoundWords(buffers[r], out[r]);
+  }
+  SetCounters(state, 8.0 * kExactWords, g.values);
+}
+
+void BM_Compact(benchmark::State& state) {
+  const auto n = static_cast<std::int32_t>(state.range(0));
+  tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(state.range(1)));
+  const Gradients& g = GradientsOf(n);
+  std::vector<std::vector<std::int64_t>> buffers = g.words;
+  std::vector<std::span<std::int64_t>> spans(buffers.begin(), buffers.end());
+  std::vector<std::vector<float>> out(buffers.size(), std::vector<float>(static_cast<std::size_t>(g.values)));
+  std::vector<std::span<float>> out_spans(out.begin(), out.end());
+  const ExactSumCollectives collectives{[](std::span<const std::span<float>> b) {
+                                          AllReduce<float>(b, ReduceOp::kSum, {});
+                                          return Status::Ok();
+                                        },
+                                        [](std::span<const std::span<std::int64_t>> b) {
+                                          AllReduce<std::int64_t>(b, ReduceOp::kSum, {});
+                                          return Status::Ok();
+                                        }};
+  CompactExactStats stats;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (std::size_t r = 0; r < buffers.size(); ++r) buffers[r] = g.words[r];
+    state.ResumeTiming();
+    stats = std::move(CompactExactAllReduce(spans, out_spans, n, collectives)).value();
+  }
+  SetCounters(state, stats.BytesPerValue(), g.values);
+  for (std::size_t k = 0; k < stats.sent.size(); ++k)
+    state.counters["round" + std::to_string(k + 2)] = static_cast<double>(stats.sent[k]);
+  // The point of it all: the bits of the full all-reduce.
+  std::vector<std::vector<std::int64_t>> full = g.words;
+  std::vector<std::span<std::int64_t>> full_spans(full.begin(), full.end());
+  AllReduce<std::int64_t>(full_spans, ReduceOp::kSum, {});
+  std::vector<float> expected(static_cast<std::size_t>(g.values));
+  RoundWords(full[0], expected);
+  for (std::size_t r = 0; r < out.size(); ++r)
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      if (std::bit_cast<std::uint32_t>(out[r][i]) != std::bit_cast<std::uint32_t>(expected[i])) {
+        state.SkipWithError("compact all-reduce differs from the full one");
+        return;
+      }
+}
+
+// Args: replicas, threads.
+BENCHMARK(BM_Float)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();
+BENCHMARK(BM_Words)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();
+BENCHMARK(BM_Compact)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();
+
+}  // namespace
+}  // namespace dtlab
+
+BENCHMARK_MAIN();

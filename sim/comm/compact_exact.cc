@@ -1,0 +1,301 @@
+#include "sim/comm/compact_exact.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "core/exact_sum.h"
+
+namespace dtlab {
+namespace {
+
+constexpr int kTopDigit = kExactDigitWords - 1;
+constexpr std::int16_t kNoBits = std::numeric_limits<std::int16_t>::max();  // the lsb of zero
+// Block scales are 2^(bound - kScaleBias) floats: bounds [171, 447] map to
+// [2^-149, 2^127], the smallest subnormal to the largest power of two.
+constexpr int kScaleBias = 320;
+constexpr int kMinScaleBound = 171;
+constexpr int kMaxScaleBound = 447;
+constexpr std::int64_t kGrain = 4096;  // values per task
+
+// Digit i of a normalized accumulator read as an infinite two's complement integer:
+// digits 0..16 as stored, then the signed top word's 32-bit pieces, then its sign.
+std::uint32_t Digit(const std::int64_t* words, int i) {
+  if (i < kTopDigit) return static_cast<std::uint32_t>(words[i]);
+  const int shift = 32 * (i - kTopDigit);
+  if (shift >= 64) return words[kTopDigit] < 0 ? ~std::uint32_t{0} : 0;
+  return static_cast<std::uint32_t>(words[kTopDigit] >> shift);
+}
+
+// Bits [lsb, lsb + 64) of a normalized accumulator (two's complement).
+std::uint64_t Bits64(const std::int64_t* words, int lsb) {
+  const int first = lsb >> 5;
+  const int shift = lsb & 31;
+  const std::uint64_t low = Digit(words, first) | std::uint64_t{Digit(words, first + 1)} << 32;
+  if (shift == 0) return low;
+  return (low >> shift) | std::uint64_t{Digit(words, first + 2)} << (64 - shift);
+}
+
+// For a normalized accumulator V: `bound` with |V| < 2^bound in units (0 only for
+// V = 0), and the lowest set bit (kNoBits for V = 0).
+struct Shape {
+  int bound;
+  std::int16_t lsb;
+};
+
+Shape ShapeOf(const std::int64_t* words) {
+  const std::int64_t top = words[kTopDigit];
+  const bool negative = top < 0;
+  Shape shape{negative ? 1 : 0, kNoBits};
+  const auto top_magnitude = static_cast<std::uint64_t>(negative ? ~top : top);
+  if (top_magnitude != 0) {
+    shape.bound = 32 * kTopDigit + std::bit_width(top_magnitude) + 1;
+  } else {
+    for (int i = kTopDigit - 1; i >= 0; --i) {
+      const auto digit = static_cast<std::uint32_t>(words[i]);
+      const std::uint32_t magnitude = negative ? ~digit : digit;
+      if (magnitude != 0) {
+        shape.bound = 32 * i + std::bit_width(magnitude) + 1;
+        break;
+      }
+    }
+  }
+  for (int i = 0; i < kTopDigit; ++i)
+    if (words[i] != 0) return {shape.bound, static_cast<std::int16_t>(32 * i + std::countr_zero(std::uint64_t(words[i])))};
+  if (top != 0) shape.lsb = static_cast<std::int16_t>(32 * kTopDigit + std::countr_zero(static_cast<std::uint64_t>(top)));
+  return shape;
+}
+
+// Rounds m 2^lsb + f to float, for some 0 <= f < 2^lsb (sticky: f != 0), in units
+// of 2^kExactLsbExponent, when that is simple: the result normal or overflowing and
+// the fraction f below the rounding bit. Returns false otherwise.
+bool RoundFast(std::int64_t m, bool sticky, int lsb, float& out) {
+  if (m == 0 && !sticky) return out = 0.0f, true;
+  const bool negative = m < 0;
+  // A negative m with a fraction: |m 2^lsb + f| = (|m| - 1) 2^lsb + (2^lsb - f).
+  const std::uint64_t magnitude =
+      negative ? static_cast<std::uint64_t>(-(m + 1)) + (sticky ? 0 : 1) : static_cast<std::uint64_t>(m);
+  const int width = std::bit_width(magnitude);
+  if (sticky && width < 25) return false;
+  const int top_exponent = width - 1 + lsb + kExactLsbExponent;
+  if (top_exponent < -126) return false;
+  const int shift = std::max(width - 24, 0);
+  std::uint64_t keep = magnitude >> shift;
+  if (shift > 0) {
+    const std::uint64_t rest = magnitude & ((std::uint64_t{1} << shift) - 1);
+    const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+    keep += rest > half || (rest == half && (sticky || (keep & 1) != 0));
+  }
+  const float result = top_exponent > 127 ? std::numeric_limits<float>::infinity()
+                                          : std::ldexp(static_cast<float>(keep), shift + lsb + kExactLsbExponent);
+  out = negative ? -result : result;
+  return true;
+}
+
+using Words = std::array<std::int64_t, kExactWords>;
+
+float RoundWords(const Words& known, std::int64_t add_high, int lsb, std::int64_t add_low) {
+  Words words = known;
+  ExactAddInt128(words.data(), add_high, lsb);
+  ExactAddInt128(words.data(), add_low, 0);
+  return ExactToFloat(words.data());
+}
+
+// A value still undecided: what the rounds so far summed, and its window's lsb.
+struct Pending {
+  std::int64_t index;
+  int lsb;
+  Words known;
+};
+
+Status SameOnEveryReplica(std::span<const std::span<std::int64_t>> words, std::span<const std::span<float>> floats,
+                          const char* what) {
+  for (std::size_t r = 1; r < words.size(); ++r)
+    if (std::memcmp(words[r].data(), words[0].data(), words[0].size_bytes()) != 0)
+      return Status::Runtime(std::string("compact exact all-reduce: the replicas read different ") + what);
+  for (std::size_t r = 1; r < floats.size(); ++r)
+    if (std::memcmp(floats[r].data(), floats[0].data(), floats[0].size_bytes()) != 0)
+      return Status::Runtime(std::string("compact exact all-reduce: the replicas read different ") + what);
+  return Status::Ok();
+}
+
+}  // namespace
+
+double CompactExactStats::BytesPerValue() const {
+  if (values == 0) return 0.0;
+  return static_cast<double>(scale_floats * 4 + words * 8) / static_cast<double>(values);
+}
+
+StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const std::span<std::int64_t>> inputs,
+                                                  std::span<const std::span<float>> outputs, std::int32_t replicas,
+                                                  const ExactSumCollectives& collectives) {
+  assert(inputs.size() == outputs.size() && !inputs.empty() && replicas >= 1 && replicas < (1 << 20));
+  const auto local = inputs.size();
+  const auto count = static_cast<std::int64_t>(outputs[0].size());
+  const std::int64_t blocks = (count + kCompactBlock - 1) / kCompactBlock;
+  // b bits hold K <= N; c = ceil(log2 N) bits of headroom for the sum of N quotients:
+  // a window carries `step` bits of each value.
+  const int count_bits = std::bit_width(static_cast<std::uint32_t>(replicas));
+  const int headroom = std::bit_width(static_cast<std::uint32_t>(replicas - 1));
+  const int step = 62 - headroom - count_bits;
+  CompactExactStats stats;
+  stats.values = count;
+  auto at = [](std::span<std::int64_t> words, std::int64_t i) { return words.data() + i * kExactWords; };
+
+  // Round 1: normalize, and send each block's scale.
+  std::vector<std::vector<std::int16_t>> lsbs(local, std::vector<std::int16_t>(static_cast<std::size_t>(count)));
+  std::vector<std::vector<float>> scales(local, std::vector<float>(static_cast<std::size_t>(blocks)));
+  tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local) * blocks, [&](std::int64_t task) {
+    const auto r = static_cast<std::size_t>(task / blocks);
+    const std::int64_t block = task % blocks;
+    int bound = 0;
+    bool non_finite = false;
+    for (std::int64_t i = block * kCompactBlock; i < std::min(count, (block + 1) * kCompactBlock); ++i) {
+      std::int64_t* words = at(inputs[r], i);
+      ExactNormalize(words);
+      non_finite |= words[kExactDigitWords] != 0;
+      const Shape shape = ShapeOf(words);
+      bound = std::max(bound, shape.bound);
+      lsbs[r][static_cast<std::size_t>(i)] = shape.lsb;
+    }
+    scales[r][static_cast<std::size_t>(block)] =
+        non_finite || bound > kMaxScaleBound ? std::numeric_limits<float>::infinity()
+        : bound == 0                         ? 0.0f
+                                             : std::ldexp(1.0f, std::max(bound, kMinScaleBound) - kScaleBias);
+  });
+  {
+    std::vector<std::span<float>> spans(scales.begin(), scales.end());
+    DTLAB_RETURN_IF_ERROR(collectives.sum_floats(spans));
+    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica({}, spans, "block scales"));
+  }
+  stats.scale_floats = replicas > 1 ? blocks : 0;
+
+  // The windows, from the scales every replica read: a zero block needs nothing; a
+  // block with a non-finite or huge term sends whole accumulators.
+  const std::vector<float>& scale = scales[0];
+  std::vector<std::int64_t> windowed;  // value indices, in order
+  std::vector<int> window_lsb;         // per windowed value
+  std::vector<std::int64_t> whole;     // value indices sent whole
+  for (std::int64_t block = 0; block < blocks; ++block) {
+    const float s = scale[static_cast<std::size_t>(block)];
+    const std::int64_t begin = block * kCompactBlock, end = std::min(count, begin + kCompactBlock);
+    if (s == 0.0f) {
+      stats.zero_values += end - begin;
+      for (auto& out : outputs) std::fill(out.begin() + begin, out.begin() + end, 0.0f);
+    } else if (!std::isfinite(s)) {
+      for (std::int64_t i = begin; i < end; ++i) whole.push_back(i);
+    } else {
+      // Each replica's |V| < 2^bound, so its quotient is at most 2^(bound - L) in
+      // magnitude, or 1; the N quotients sum to at most s 2^(kScaleBias - L) + N,
+      // with s the exact sum of the scales, below 2^(ilogb(s) + 2) (the float sum
+      // is within N ulps of it). So |Q| 2^b < 2^62 + N 2^b: no overflow. The sum of
+      // the scales, rather than the largest one times N, saves log2(N) bits where
+      // the replicas are alike.
+      const int lsb = std::max(0, std::ilogb(s) + 2 + kScaleBias + count_bits - 62);
+      for (std::int64_t i = begin; i < end; ++i) windowed.push_back(i), window_lsb.push_back(lsb);
+    }
+  }
+  stats.full_values = static_cast<std::int64_t>(whole.size());
+
+  // Round 2 and the refinements: one word per windowed value, then the whole values.
+  std::vector<Pending> pending;
+  std::vector<std::vector<std::int64_t>> buffers(local);
+  for (bool first = true; first || !pending.empty(); first = false) {
+    const auto sent = static_cast<std::int64_t>(first ? windowed.size() : pending.size());
+    const std::int64_t size = sent + (first ? stats.full_values * kExactWords : 0);
+    if (size == 0) break;
+    stats.sent.push_back(sent);
+    stats.words += replicas > 1 ? size : 0;
+    // The window of each value sent this round: [lsb, previous lsb).
+    std::vector<int> lsb(static_cast<std::size_t>(sent)), top(static_cast<std::size_t>(sent));
+    for (std::int64_t k = 0; k < sent; ++k) {
+      const auto j = static_cast<std::size_t>(k);
+      if (first) {
+        lsb[j] = window_lsb[j], top[j] = -1;
+      } else {
+        top[j] = pending[j].lsb, lsb[j] = std::max(0, pending[j].lsb - step);
+      }
+    }
+    auto value_index = [&](std::int64_t k) {
+      return first ? windowed[static_cast<std::size_t>(k)] : pending[static_cast<std::size_t>(k)].index;
+    };
+    tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local), [&](std::int64_t r64) {
+      const auto r = static_cast<std::size_t>(r64);
+      std::vector<std::int64_t>& buffer = buffers[r];
+      buffer.assign(static_cast<std::size_t>(size), 0);
+      tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
+        for (std::int64_t k = chunk * kGrain; k < std::min(sent, (chunk + 1) * kGrain); ++k) {
+          const auto j = static_cast<std::size_t>(k);
+          const std::int64_t i = value_index(k);
+          std::uint64_t bits = Bits64(at(inputs[r], i), lsb[j]);
+          if (top[j] >= 0) bits &= (std::uint64_t{1} << (top[j] - lsb[j])) - 1;  // [lsb, top): non-negative
+          const bool sticky = lsbs[r][static_cast<std::size_t>(i)] < lsb[j];
+          buffer[j] = static_cast<std::int64_t>(bits << count_bits) + sticky;
+        }
+      });
+      if (first)
+        for (std::size_t w = 0; w < whole.size(); ++w)
+          std::copy_n(at(inputs[r], whole[w]), kExactWords, buffer.begin() + sent + w * kExactWords);
+    });
+    std::vector<std::span<std::int64_t>> spans(buffers.begin(), buffers.end());
+    DTLAB_RETURN_IF_ERROR(collectives.sum_words(spans));
+    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica(spans, {}, "window sums"));
+
+    // Decide from the sums, once: every replica read the same ones.
+    const std::vector<std::int64_t>& sum = buffers[0];
+    std::span<float> out = outputs[0];
+    std::vector<char> undecided(static_cast<std::size_t>(sent), 0);
+    tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
+      for (std::int64_t k = chunk * kGrain; k < std::min(sent, (chunk + 1) * kGrain); ++k) {
+        const auto j = static_cast<std::size_t>(k);
+        const std::int64_t q = sum[j] >> count_bits;  // arithmetic: floor
+        const std::int64_t n = sum[j] & ((std::int64_t{1} << count_bits) - 1);
+        const std::int64_t i = value_index(k);
+        float low = 0.0f, high = 0.0f;
+        if (first) {
+          // S in [q 2^L + n, (q + n) 2^L - n]; both ends as m 2^L + f, 0 < f < 2^L.
+          const bool fast = n == 0 ? RoundFast(q, false, lsb[j], low)
+                                   : (n >> std::min(lsb[j], 62)) == 0 && RoundFast(q, true, lsb[j], low) &&
+                                         RoundFast(q + n - 1, true, lsb[j], high);
+          if (!fast) {
+            const Words zero{};
+            low = RoundWords(zero, q, lsb[j], n);
+            if (n != 0) high = RoundWords(zero, q + n, lsb[j], -n);
+          }
+        } else {
+          const Words& known = pending[j].known;
+          low = RoundWords(known, q, lsb[j], n);
+          if (n != 0) high = RoundWords(known, q + n, lsb[j], -n);
+        }
+        if (n == 0 || std::bit_cast<std::uint32_t>(low) == std::bit_cast<std::uint32_t>(high))
+          out[static_cast<std::size_t>(i)] = low;
+        else
+          undecided[j] = 1;
+      }
+    });
+    if (first)
+      for (std::size_t w = 0; w < whole.size(); ++w)
+        out[static_cast<std::size_t>(whole[w])] =
+            ExactToFloat(sum.data() + static_cast<std::size_t>(sent) + w * kExactWords);
+    std::vector<Pending> next;
+    for (std::int64_t k = 0; k < sent; ++k) {
+      const auto j = static_cast<std::size_t>(k);
+      if (!undecided[j]) continue;
+      Pending p{value_index(k), lsb[j], first ? Words{} : pending[j].known};
+      ExactAddInt128(p.known.data(), sum[j] >> count_bits, lsb[j]);
+      next.push_back(p);
+    }
+    pending = std::move(next);
+  }
+  for (std::size_t r = 1; r < local; ++r) std::copy(outputs[0].begin(), outputs[0].end(), outputs[r].begin());
+  return stats;
+}
+
+}  // namespace dtlab

@@ -1,0 +1,70 @@
+// The compact exact all-reduce: every replica gets the correctly rounded float sum of
+// the replicas' exact accumulators (core/exact_sum.h), the same bits as all-reducing
+// their kExactWords words and rounding once, while the wire carries about one int64
+// word per value instead of kExactWords (docs/exact.md, "The compact all-reduce").
+//
+// Rounds, each a real SUM collective over the replicas' buffers:
+//  1. Block scales: per block of kCompactBlock values, each replica sends one float,
+//     2^(its largest value's bound - 320) (0 for an all-zero block, +inf for one with
+//     a non-finite term or a value too large for a float scale). Every replica reads
+//     the same sum, an upper bound on every replica's values in the block.
+//  2. Windows: from the bound, each block gets a window lsb L chosen so that N words
+//     cannot overflow; each replica sends w = floor(V / 2^L) * 2^b + (V mod 2^L != 0),
+//     b = bit_width(N). The sum gives Q and K (how many replicas had bits below L):
+//     the exact sum S lies in [Q 2^L + K, (Q + K) 2^L - K], and K = 0 means
+//     S = Q 2^L. Where both ends round to the same float, that is the result (round
+//     to nearest is monotone). Blocks with a non-finite or huge value send their whole
+//     accumulators in the same collective.
+//  3. Refinement: the values left undecided send their next bits, [L', L), the same
+//     way, until every value is decided (L = 0 leaves nothing below).
+// Which values are decided depends only on the sums every replica reads, so every
+// replica takes the same path; the result never depends on the windows, which only
+// decide how much is sent.
+//
+// Thread safety: one call at a time per set of buffers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dtlab {
+
+/// Values per block scale: one float per 32 values adds 1/8 byte per value.
+inline constexpr std::int64_t kCompactBlock = 32;
+
+/// The SUM collectives the compact all-reduce runs on: in place over this process's
+/// replicas' buffers (one span per local replica, all the same size), every buffer
+/// ending with the sum over all replicas (of every process). Every replica must read
+/// the same bits: true of every all-reduce schedule in sim/comm.
+struct ExactSumCollectives {
+  std::function<Status(std::span<const std::span<float>>)> sum_floats;
+  std::function<Status(std::span<const std::span<std::int64_t>>)> sum_words;
+};
+
+/// What the compact all-reduce sent, per replica.
+struct CompactExactStats {
+  std::int64_t values = 0;
+  std::int64_t scale_floats = 0;   // round 1
+  std::int64_t words = 0;          // int64 words over every later round
+  std::int64_t full_values = 0;    // values sent as whole accumulators
+  std::int64_t zero_values = 0;    // values in blocks that were zero on every replica
+  std::vector<std::int64_t> sent;  // per window round: the values it carried
+  /// Bytes on the wire per value, against 4 for a float all-reduce.
+  double BytesPerValue() const;
+};
+
+/// outputs[r][i] = the sum over all `replicas` replicas of accumulator i (words
+/// [i * kExactWords, (i + 1) * kExactWords) of inputs[r]), correctly rounded to
+/// float. The inputs are normalized in place (same values). REQUIRES: one input
+/// and one output per local replica, inputs of outputs.size() * kExactWords words,
+/// 1 <= replicas < 2^20. Errors: what a collective returns; a Runtime error if the
+/// local replicas read different sums (a collective that broke its contract).
+StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const std::span<std::int64_t>> inputs,
+                                                  std::span<const std::span<float>> outputs, std::int32_t replicas,
+                                                  const ExactSumCollectives& collectives);
+
+}  // namespace dtlab

@@ -1,0 +1,218 @@
+// The compact exact all-reduce (sim/comm/compact_exact.h) against the full one: the
+// replicas' kExactWords words all-reduced and rounded once. Every result must have
+// the same bits, for any algorithm and replica count, on gradient-like values and
+// on the cases that decide rounding: ties, cancellation down to a few units, values
+// near the subnormal range and the overflow threshold, non-finite terms.
+#include "sim/comm/compact_exact.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/exact_sum.h"
+#include "sim/comm/collectives.h"
+
+namespace dtlab {
+namespace {
+
+// Per replica, per value: the terms that replica adds to its accumulator.
+using Terms = std::vector<std::vector<std::vector<double>>>;
+
+struct Outcome {
+  std::vector<std::vector<float>> compact;
+  std::vector<float> full;
+  CompactExactStats stats;
+};
+
+// Runs both all-reduces on the accumulators of `terms` (every term exact in the
+// words: a float, a float product or a power of two in range).
+Outcome RunBoth(const Terms& terms, AllReduceAlgorithm algorithm) {
+  const auto n = terms.size();
+  const auto count = terms[0].size();
+  std::vector<std::vector<std::int64_t>> words(n, std::vector<std::int64_t>(count * kExactWords, 0));
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t i = 0; i < count; ++i)
+      for (const double x : terms[r][i]) ExactAddDouble(words[r].data() + i * kExactWords, x);
+
+  Outcome outcome;
+  CollectiveOptions options;
+  options.algorithm = algorithm;
+  options.replicas_per_worker = n % 2 == 0 && n > 2 ? static_cast<std::int32_t>(n / 2) : 0;
+  {
+    std::vector<std::vector<std::int64_t>> copy = words;
+    std::vector<std::span<std::int64_t>> spans(copy.begin(), copy.end());
+    AllReduce<std::int64_t>(spans, ReduceOp::kSum, options);
+    outcome.full.resize(count);
+    ExactToFloats(copy[0], outcome.full);
+  }
+  outcome.compact.assign(n, std::vector<float>(count, -1.0f));
+  std::vector<std::span<std::int64_t>> inputs(words.begin(), words.end());
+  std::vector<std::span<float>> outputs(outcome.compact.begin(), outcome.compact.end());
+  ExactSumCollectives collectives{
+      [&](std::span<const std::span<float>> buffers) {
+        AllReduce<float>(buffers, ReduceOp::kSum, options);
+        return Status::Ok();
+      },
+      [&](std::span<const std::span<std::int64_t>> buffers) {
+        AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
+        return Status::Ok();
+      }};
+  StatusOr<CompactExactStats> stats = CompactExactAllReduce(inputs, outputs, static_cast<std::int32_t>(n), collectives);
+  EXPECT_TRUE(stats.ok()) << stats.status().message();
+  if (stats.ok()) outcome.stats = *stats;
+  return outcome;
+}
+
+void ExpectSameBits(const Outcome& outcome, const std::string& what) {
+  for (std::size_t r = 0; r < outcome.compact.size(); ++r)
+    for (std::size_t i = 0; i < outcome.full.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(outcome.compact[r][i]), std::bit_cast<std::uint32_t>(outcome.full[i]))
+          << what << ": replica " << r << ", value " << i << ": compact " << outcome.compact[r][i] << ", full "
+          << outcome.full[i];
+}
+
+// Gradient-like values: each replica adds a few float products, with magnitudes
+// that vary from value to value over 2^-40 .. 2^4, and some values zero everywhere.
+Terms GradientTerms(std::size_t n, std::size_t count, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> scale(-40, 4);
+  Terms terms(n, std::vector<std::vector<double>>(count));
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i % 97 < 5) continue;  // dead units: zero on every replica
+    const int e = scale(rng);
+    for (std::size_t r = 0; r < n; ++r)
+      for (int k = 0; k < 4; ++k) {
+        const float a = std::ldexp(normal(rng), e), b = normal(rng);
+        terms[r][i].push_back(static_cast<double>(a) * static_cast<double>(b));
+      }
+  }
+  return terms;
+}
+
+TEST(CompactExact, GradientsGetTheFullAllReducesBits) {
+  for (const std::size_t n : {1, 2, 3, 7, 8, 64}) {
+    for (const AllReduceAlgorithm algorithm :
+         {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kNaive, AllReduceAlgorithm::kHalvingDoubling,
+          AllReduceAlgorithm::kHierarchical}) {
+      const Outcome outcome = RunBoth(GradientTerms(n, 1000, static_cast<std::uint32_t>(n)), algorithm);
+      ExpectSameBits(outcome, std::to_string(n) + " replicas, " + std::string(AllReduceAlgorithmName(algorithm)));
+      if (n > 1) {
+        // A float per block, then a word per value of the blocks that are not zero
+        // everywhere, then one per value left undecided. These values span 2^44
+        // within a block, so the small ones need the second window.
+        const CompactExactStats& stats = outcome.stats;
+        EXPECT_EQ(stats.full_values, 0);
+        EXPECT_EQ(stats.scale_floats, 32);
+        ASSERT_EQ(stats.sent.size(), 2u);
+        EXPECT_EQ(stats.sent[0], 1000 - stats.zero_values);
+        EXPECT_EQ(stats.words, stats.sent[0] + stats.sent[1]);
+      }
+    }
+  }
+}
+
+TEST(CompactExact, ValuesOfOneScaleSendAboutOneWordEach) {
+  // Gradient values within 2^-8 of one another in a block, the common case: about
+  // 8 bytes per value (2x a float all-reduce) and almost none left for a second window.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> scale(-8, 0);
+  for (const std::size_t n : {2, 8, 64, 256}) {
+    Terms terms(n, std::vector<std::vector<double>>(4096));
+    for (std::size_t i = 0; i < 4096; ++i)
+      for (std::size_t r = 0; r < n; ++r)
+        terms[r][i].push_back(static_cast<double>(std::ldexp(normal(rng), scale(rng) - 10)) * normal(rng));
+    const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
+    ExpectSameBits(outcome, std::to_string(n) + " replicas");
+    EXPECT_LT(outcome.stats.BytesPerValue(), 8.125 + 0.1) << n << " replicas";
+  }
+}
+
+TEST(CompactExact, DecidesTiesCancellationAndTheEdgesOfTheRange) {
+  // 64 values on 4 replicas, each a case; pairs of replicas hold the two halves.
+  const double tiny = std::ldexp(1.0, -298);  // one unit: the smallest product
+  const double min_normal = std::ldexp(1.0, -126), max_float = std::numeric_limits<float>::max();
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::vector<std::vector<double>>> cases = {
+      {{1.0}, {std::ldexp(1.0, -24)}, {}, {}},                                 // tie: to even, 1
+      {{1.0 + std::ldexp(1.0, -23)}, {std::ldexp(1.0, -24)}, {}, {}},          // tie: to even, up
+      {{1.0}, {std::ldexp(1.0, -24)}, {tiny}, {}},                             // just above the tie
+      {{1.0}, {std::ldexp(1.0, -24)}, {-tiny}, {}},                            // just below the tie
+      {{-1.0}, {-std::ldexp(1.0, -24)}, {-tiny}, {}},                          // negative, past the tie
+      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {tiny}, {}},             // cancels to one unit: +0
+      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {-tiny}, {}},            // -0
+      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {std::ldexp(1.0, -140)}, {}},  // a subnormal survives
+      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {min_normal}, {-tiny}},  // just below the normal range
+      {{3.0}, {-3.0}, {}, {}},                                                 // exact zero: +0
+      {{max_float}, {max_float}, {}, {}},                                      // overflows to +inf
+      {{-max_float}, {-max_float}, {}, {}},                                    // -inf
+      {{max_float}, {std::ldexp(1.0, 103)}, {}, {}},                           // the overflow tie: +inf
+      {{max_float}, {std::ldexp(1.0, 103)}, {-tiny}, {}},                      // just below it: FLT_MAX
+      {{std::ldexp(1.0, 200)}, {-std::ldexp(1.0, 200)}, {0.5}, {}},            // products beyond float cancel
+      {{nan}, {1.0}, {}, {}},                                                  // NaN
+      {{inf}, {1.0}, {}, {}},                                                  // +inf
+      {{inf}, {-inf}, {}, {}},                                                 // NaN
+      {{-inf}, {}, {}, {}},                                                    // -inf
+      {{std::ldexp(1.0, -149)}, {std::ldexp(1.0, -150)}, {}, {}},              // subnormal tie: to even
+      {{std::ldexp(1.0, -150)}, {}, {}, {}},                                   // tie with zero: +0
+      {{-std::ldexp(1.0, -150)}, {-tiny}, {}, {}},                             // past it, negative
+      {{std::ldexp(1.0, 30)}, {std::ldexp(1.0, 5) + std::ldexp(1.0, -20)}, {std::ldexp(1.0, -200)}, {1.0}},
+      {{0.1f * 0.3f}, {-(0.1f * 0.3f)}, {std::ldexp(1.0, -290)}, {std::ldexp(1.0, -297)}},
+  };
+  const std::size_t n = 4;
+  // Pad to 64 values, and repeat the cases inside a block of large values so that
+  // their windows start far above them (refinement rounds).
+  Terms terms(n, std::vector<std::vector<double>>(64));
+  for (std::size_t c = 0; c < cases.size(); ++c)
+    for (std::size_t r = 0; r < n; ++r) terms[r][c] = cases[c][r];
+  for (std::size_t c = 0; c < cases.size() && 32 + c < 64; ++c)
+    for (std::size_t r = 0; r < n; ++r) {
+      const bool finite = std::all_of(cases[c].begin(), cases[c].end(), [](const std::vector<double>& t) {
+        return std::all_of(t.begin(), t.end(), [](double x) { return std::isfinite(x); });
+      });
+      if (finite && c != 14) terms[r][32 + c] = cases[c][r];  // 14: too large for a window
+    }
+  for (std::size_t r = 0; r < n; ++r) terms[r][63] = {std::ldexp(1.0, 100)};
+  for (const AllReduceAlgorithm algorithm : {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kHalvingDoubling}) {
+    const Outcome outcome = RunBoth(terms, algorithm);
+    ExpectSameBits(outcome, std::string(AllReduceAlgorithmName(algorithm)));
+    EXPECT_EQ(outcome.stats.full_values, 32);  // the first block holds non-finite terms
+    EXPECT_GE(outcome.stats.sent.size(), 3u);  // 2^100 beside units: several windows
+  }
+}
+
+TEST(CompactExact, RandomValuesOfEveryMagnitude) {
+  // Each value a sum of a few floats or products drawn over the whole exponent range,
+  // with signs mixed so that replicas cancel one another.
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> exponent(-149, 127), count(0, 3), pick(0, 9);
+  std::uniform_real_distribution<float> significand(1.0f, 2.0f);
+  auto draw = [&]() {
+    const float a = std::ldexp(significand(rng), exponent(rng) / 2);
+    const float b = std::ldexp(significand(rng), exponent(rng) / 2);
+    return (pick(rng) < 5 ? -1.0 : 1.0) * static_cast<double>(a) * static_cast<double>(b);
+  };
+  for (const std::size_t n : {2, 5, 16}) {
+    Terms terms(n, std::vector<std::vector<double>>(2000));
+    for (std::size_t i = 0; i < 2000; ++i) {
+      const double shared = draw();
+      for (std::size_t r = 0; r < n; ++r) {
+        for (int k = count(rng); k > 0; --k) terms[r][i].push_back(draw());
+        if (pick(rng) < 3) terms[r][i].push_back(r % 2 == 0 ? shared : -shared);  // cancels in pairs
+      }
+    }
+    const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
+    ExpectSameBits(outcome, std::to_string(n) + " replicas");
+  }
+}
+
+}  // namespace
+}  // namespace dtlab
