@@ -64,7 +64,8 @@ const Gradients& GradientsOf(std::int32_t replicas) {
                      std::vector<std::int64_t>(static_cast<std::size_t>(values * kExactWords)));
   std::vector<ExactSegment> segments;
   for (std::int32_t r = 0; r < replicas; ++r)
-    segments.push_back({&params, r * kExamplesPerReplica, kExamplesPerReplica, slot->words[static_cast<std::size_t>(r)]});
+    segments.push_back(
+        {&params, r * kExamplesPerReplica, kExamplesPerReplica, slot->words[static_cast<std::size_t>(r)]});
   std::vector<float> coefficients(static_cast<std::size_t>(batch), 1.0f / static_cast<float>(batch));
   std::vector<float> losses(coefficients.size());
   std::vector<std::int32_t> predictions(coefficients.size());

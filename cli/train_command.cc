@@ -100,6 +100,7 @@ nlohmann::json ToJson(const TrainConfig& config, const TrainReport& report) {
       {"convention", ConventionName(config.cluster.convention)},
       {"loss_denominator", LossDenominatorName(config.cluster.denominator)},
       {"math", MathModeName(config.cluster.math)},
+      {"exact_all_reduce", ExactAllReduceName(config.cluster.exact_all_reduce)},
       {"precision", PrecisionName(config.cluster.precision.compute)},
       {"regularization_split", RegularizationSplitName(config.cluster.split())},
       {"input", report.input_description},

@@ -185,6 +185,12 @@ std::vector<RunOption> MakeTable() {
                "buffers (exact mode: the same bits; fast mode: naive's)",
        .apply = [](V v, S s) { s.config.cluster.fold_above = static_cast<std::int32_t>(Int(v)); return Ok(); },
        .read = [](R s) -> Read { return AsInt(s.config.cluster.fold_above); }},
+      {.group = kCluster, .flag = "exact-all-reduce", .key = "cluster.exact_all_reduce", .type = kName,
+       .default_text = "compact",
+       .help = "how exact mode all-reduces its gradients: compact (about one int64 word per value; docs/exact.md) "
+               "or words (every value's 19 accumulator words); the same bits",
+       .apply = [](V v, S s) { return SetName(v, ParseExactAllReduce, s.config.cluster.exact_all_reduce); },
+       .read = [](R s) -> Read { return AsText(ExactAllReduceName(s.config.cluster.exact_all_reduce)); }},
       {.group = kCluster, .flag = "strategy", .key = "cluster.strategy", .type = kName, .default_text = "one_device",
        .help = "one_device, mirrored, central_storage, multi_worker_mirrored, tpu or parameter_server",
        .apply = [](V v, S s) { return SetName(v, ParseStrategy, s.config.cluster.strategy); },
@@ -451,8 +457,8 @@ const RunOption* FindRunOptionByKey(std::string_view key) {
 const std::vector<RunOptionSection>& RunOptionSections() {
   static const std::vector<RunOptionSection> kSections = {
       {"cluster",
-       {"strategy", "replicas", "workers", "all_reduce", "fold_above", "topology", "parameter_servers",
-        "straggler_spread"}},
+       {"strategy", "replicas", "workers", "all_reduce", "fold_above", "exact_all_reduce", "topology",
+        "parameter_servers", "straggler_spread"}},
       {"data",
        {"source", "train_examples", "test_examples", "global_batch", "batch_per_replica", "input", "rebatch", "shard",
         "drop_remainder", "shuffle_buffer"}},

@@ -11,10 +11,14 @@
 #include <limits>
 #include <string>
 
+#include "core/enum_names.h"
 #include "core/exact_sum.h"
 
 namespace dtlab {
 namespace {
+
+constexpr NameTable<ExactAllReduce, 2> kKinds = {
+    {{"words", ExactAllReduce::kWords}, {"compact", ExactAllReduce::kCompact}}};
 
 constexpr int kTopDigit = kExactDigitWords - 1;
 constexpr std::int16_t kNoBits = std::numeric_limits<std::int16_t>::max();  // the lsb of zero
@@ -68,8 +72,10 @@ Shape ShapeOf(const std::int64_t* words) {
     }
   }
   for (int i = 0; i < kTopDigit; ++i)
-    if (words[i] != 0) return {shape.bound, static_cast<std::int16_t>(32 * i + std::countr_zero(std::uint64_t(words[i])))};
-  if (top != 0) shape.lsb = static_cast<std::int16_t>(32 * kTopDigit + std::countr_zero(static_cast<std::uint64_t>(top)));
+    if (words[i] != 0)
+      return {shape.bound, static_cast<std::int16_t>(32 * i + std::countr_zero(std::uint64_t(words[i])))};
+  if (top != 0)
+    shape.lsb = static_cast<std::int16_t>(32 * kTopDigit + std::countr_zero(static_cast<std::uint64_t>(top)));
   return shape;
 }
 
@@ -127,6 +133,12 @@ Status SameOnEveryReplica(std::span<const std::span<std::int64_t>> words, std::s
 }
 
 }  // namespace
+
+StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name) {
+  return ParseEnumName(name, kKinds, "exact all-reduce");
+}
+
+std::string_view ExactAllReduceName(ExactAllReduce kind) { return EnumName(kind, kKinds); }
 
 double CompactExactStats::BytesPerValue() const {
   if (values == 0) return 0.0;
@@ -187,8 +199,11 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const std::span<std:
     const float s = scale[static_cast<std::size_t>(block)];
     const std::int64_t begin = block * kCompactBlock, end = std::min(count, begin + kCompactBlock);
     if (s == 0.0f) {
+      // Zero on every replica: the words will be zero. They are sent all the same, so
+      // that this round's size depends on the value count alone (the cost model
+      // prices it before the step runs).
       stats.zero_values += end - begin;
-      for (auto& out : outputs) std::fill(out.begin() + begin, out.begin() + end, 0.0f);
+      for (std::int64_t i = begin; i < end; ++i) windowed.push_back(i), window_lsb.push_back(0);
     } else if (!std::isfinite(s)) {
       for (std::int64_t i = begin; i < end; ++i) whole.push_back(i);
     } else {

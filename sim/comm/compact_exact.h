@@ -27,11 +27,18 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
 
 namespace dtlab {
+
+/// How exact mode all-reduces its gradients (--exact-all-reduce): the kExactWords
+/// words of every value (every algorithm moves them as they are), or compactly.
+enum class ExactAllReduce { kWords, kCompact };
+StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name);
+std::string_view ExactAllReduceName(ExactAllReduce kind);
 
 /// Values per block scale: one float per 32 values adds 1/8 byte per value.
 inline constexpr std::int64_t kCompactBlock = 32;
@@ -51,7 +58,7 @@ struct CompactExactStats {
   std::int64_t scale_floats = 0;   // round 1
   std::int64_t words = 0;          // int64 words over every later round
   std::int64_t full_values = 0;    // values sent as whole accumulators
-  std::int64_t zero_values = 0;    // values in blocks that were zero on every replica
+  std::int64_t zero_values = 0;    // values in blocks that were zero on every replica (sent as zero words)
   std::vector<std::int64_t> sent;  // per window round: the values it carried
   /// Bytes on the wire per value, against 4 for a float all-reduce.
   double BytesPerValue() const;

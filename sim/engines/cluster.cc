@@ -700,6 +700,16 @@ Status Cluster::ReduceGradients(std::int64_t step) {
     }
     return Status::Ok();
   }
+  if constexpr (kExact) {
+    if (config_.exact_all_reduce == ExactAllReduce::kCompact && !central()) {
+      DTLAB_RETURN_IF_ERROR(ReduceCompactly(step));
+      if (mean)
+        tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
+          for (float& g : replicas_[k].flat) g /= static_cast<float>(config_.replicas);
+        });
+      return Status::Ok();
+    }
+  }
   // The collective. Exact mode moves accumulator words: integer addition makes every
   // algorithm and every grouping give the same words, which are then rounded once.
   DTLAB_RETURN_IF_ERROR(ReduceAcrossReplicas<Word>(mean && !kExact ? ReduceOp::kMean : ReduceOp::kSum, step));
@@ -757,6 +767,27 @@ Status Cluster::ReduceAcrossReplicas(ReduceOp op, std::int64_t step) {
   const std::string name =
       central() ? "reduce" : "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce));
   return CollectiveStatus(name, step);
+}
+
+Status Cluster::ReduceCompactly(std::int64_t step) {
+  // The compact rounds (sim/comm/compact_exact.h) as SUM all-reduces of the chosen
+  // algorithm, across the worker group where there is one; each is checked for
+  // faults as it ends, so a failed one stops the rest.
+  std::vector<std::span<std::int64_t>> words;
+  std::vector<std::span<float>> outputs;
+  for (Replica& replica : replicas_) words.emplace_back(replica.words), outputs.emplace_back(replica.flat);
+  const CollectiveOptions options = Options(step);
+  const std::string name = "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce));
+  auto sum = [&]<typename T>(std::span<const std::span<T>> buffers) -> Status {
+    if (group_ != nullptr)
+      DTLAB_RETURN_IF_ERROR(group_->AllReduce(buffers, config_.replicas, ReduceOp::kSum, options));
+    else
+      AllReduce<T>(buffers, ReduceOp::kSum, options);
+    return CollectiveStatus(name, step);
+  };
+  const ExactSumCollectives collectives{[&](std::span<const std::span<float>> b) { return sum(b); },
+                                        [&](std::span<const std::span<std::int64_t>> b) { return sum(b); }};
+  return CompactExactAllReduce(words, outputs, config_.replicas, collectives).status();
 }
 
 Status Cluster::CollectiveStatus(const std::string& collective, std::int64_t step) const {

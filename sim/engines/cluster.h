@@ -37,6 +37,7 @@
 #include "core/training_state.h"
 #include "sim/compute/batch_runner.h"
 #include "sim/comm/collectives.h"
+#include "sim/comm/compact_exact.h"
 #include "sim/engines/accumulation.h"
 #include "sim/engines/mixed_precision.h"
 #include "sim/engines/fault_injector.h"
@@ -77,6 +78,10 @@ struct ClusterConfig : LossCode {
   /// of the all-reduce's buffers (docs/cluster.md, "Folded reduction"), where
   /// Cluster::FoldsReduction allows it.
   std::int32_t fold_above = 256;
+  /// Exact mode's all-reduce of the gradients (sim/comm/compact_exact.h): the compact
+  /// rounds (about 8 bytes per value on the wire), or the words (same bits). Central
+  /// storage's reduce to the host and the folded reduction always use the words.
+  ExactAllReduce exact_all_reduce = ExactAllReduce::kCompact;
 
   const LossCode& loss() const { return *this; }
   using LossCode::split;
@@ -301,6 +306,8 @@ class Cluster final : public TrainingEngine {
   // across MPI ranks, a reduce to replica 0 for CentralStorage, else an all-reduce.
   template <typename Word>
   Status ReduceAcrossReplicas(ReduceOp op, std::int64_t step);
+  // Exact mode's compact all-reduce of the replicas' words into their flat gradients.
+  Status ReduceCompactly(std::int64_t step);
   CollectiveOptions Options(std::int64_t step);
   // Runtime "COLLECTIVE at step K: what failed" after an injected fault broke a collective.
   Status CollectiveStatus(const std::string& collective, std::int64_t step) const;

@@ -16,6 +16,7 @@
 
 #include "core/exact_words.h"
 #include "core/text.h"
+#include "sim/comm/compact_exact.h"
 
 namespace dtlab {
 
@@ -38,6 +39,9 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     // weights, gradients, the packed collective buffer, the optimizer slots.
     e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + words;
     if (in.accumulating) e.per_replica_bytes += in.exact ? words : p * f;
+    // The compact all-reduce (sim/comm/compact_exact.h): a word and a 2-byte lsb per
+    // value, a float per block.
+    if (in.exact && in.compact && !in.central_storage) e.per_replica_bytes += p * (8.0 + 2.0 + 4.0 / kCompactBlock);
     e.replicas_bytes = e.per_replica_bytes * n;
   }
   if (in.central_storage) e.replicas_bytes += p * f * (1.0 + static_cast<double>(in.optimizer_slots));
@@ -54,7 +58,9 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     const double chunks = std::ceil(batch / static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1))) + n;
     e.batch_bytes += static_cast<double>(in.batch_norm_words) * sizeof(std::int64_t) * (chunks + n);
   }
-  const double messages = folded ? 0.0 : in.all_reduce.info().log_messages(n);
+  // The compact all-reduce's two rounds: two collectives' messages.
+  const double rounds = in.exact && in.compact && !in.central_storage ? 2.0 : 1.0;
+  const double messages = folded ? 0.0 : rounds * in.all_reduce.info().log_messages(n);
   e.message_log_bytes = messages * sizeof(Message);
   e.total_bytes = e.replicas_bytes + e.batch_bytes + e.message_log_bytes;
   return e;

@@ -47,16 +47,25 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
   const std::int64_t words = exact ? parameter_values * kExactWords : parameter_values;
   const std::int64_t word_bytes = exact ? 8 : 4;
   std::vector<CollectiveRecord> records;
-  if (central) {
+  auto all_reduce = [&](std::int64_t count, std::int64_t element_bytes) {
+    const AllReduceSpec spec{count, false, cluster.replicas_per_worker()};
+    records.push_back(RecordSchedule("all_reduce/" + std::string(AllReduceAlgorithmName(cluster.all_reduce)), n, count,
+                                     element_bytes,
+                                     [&](ScheduleTransport& t) { cluster.all_reduce.info().schedule(t, spec); }));
+  };
+  if (exact && !central && cluster.exact_all_reduce == ExactAllReduce::kCompact) {
+    // The compact rounds' first two all-reduces (sim/comm/compact_exact.h): a float
+    // per block, then an int64 per value. The refinement rounds, and whole words for
+    // non-finite blocks, depend on the values: they are priced when a step sends them.
+    all_reduce((parameter_values + kCompactBlock - 1) / kCompactBlock, 4);
+    all_reduce(parameter_values, 8);
+  } else if (central) {
     records.push_back(RecordSchedule("reduce", n, words, word_bytes,
                                      [&](ScheduleTransport& t) { ScheduleReduce(t, words, 0, false); }));
     records.push_back(RecordSchedule("broadcast", n, parameter_values, 4,
                                      [&](ScheduleTransport& t) { ScheduleBroadcast(t, parameter_values, 0); }));
   } else {
-    const AllReduceSpec spec{words, false, cluster.replicas_per_worker()};
-    records.push_back(RecordSchedule("all_reduce/" + std::string(AllReduceAlgorithmName(cluster.all_reduce)), n, words,
-                                     word_bytes,
-                                     [&](ScheduleTransport& t) { cluster.all_reduce.info().schedule(t, spec); }));
+    all_reduce(words, word_bytes);
   }
   for (const CollectiveRecord& record : records) {
     DTLAB_ASSIGN_OR_RETURN(CollectiveCost cost, EstimateCollective(record, topology));

@@ -255,6 +255,7 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   for (const std::size_t layer : BatchNormLayers(model))
     input.batch_norm_words = std::max(input.batch_norm_words, BatchNormWords(model.layer_input_shape(layer).back()));
   input.all_reduce = config.cluster.all_reduce;
+  input.compact = config.cluster.exact_all_reduce == ExactAllReduce::kCompact;
   if (Cluster::CanFold(config.cluster, model, config.worker_group != nullptr))
     input.fold_above = config.cluster.fold_above, input.fold_wave = Cluster::FoldWave();
   return input;

@@ -38,6 +38,15 @@ expect_contains tf_split out "--regularization-split exact"
 train tf_split_4 --strategy mirrored --replicas 4 --batch-per-replica 16 --steps 2 --check-reference --regularization-split tf
 check_json tf_split_4 "d['reference_check']['bitwise_equal']"
 
+# The compact all-reduce (the default) against the words: the same checkpoint bytes,
+# about 19 times fewer collective bytes, and the dry run prices both.
+train words --strategy mirrored --replicas 3 --steps 12 --exact-all-reduce words --checkpoint-dir "$WORK/words" --checkpoint-every 12
+expect_same_file "$WORK/words/ckpt-12.safetensors" "$WORK/one/ckpt-12.safetensors"
+check_json words "d['exact_all_reduce'] == 'words'"
+check_json three "d['exact_all_reduce'] == 'compact' and 18.5 < json.load(open('$WORK/words.out'))['collective_bytes'] / d['collective_bytes'] < 19"
+expect_exit 2 bad_exact_all_reduce -- "$DTLAB" train --math exact --exact-all-reduce packed --steps 1
+expect_contains bad_exact_all_reduce err "unknown exact all-reduce 'packed' (expected one of: words, compact)"
+
 expect_exit 2 bad_math -- "$DTLAB" train --math exactly --steps 1
 expect_contains bad_math err "unknown math mode 'exactly' (expected one of: fast, exact)"
 expect_exit 2 bad_split -- "$DTLAB" train --math exact --regularization-split half --steps 1

@@ -55,15 +55,14 @@ Outcome RunBoth(const Terms& terms, AllReduceAlgorithm algorithm) {
   outcome.compact.assign(n, std::vector<float>(count, -1.0f));
   std::vector<std::span<std::int64_t>> inputs(words.begin(), words.end());
   std::vector<std::span<float>> outputs(outcome.compact.begin(), outcome.compact.end());
-  ExactSumCollectives collectives{
-      [&](std::span<const std::span<float>> buffers) {
-        AllReduce<float>(buffers, ReduceOp::kSum, options);
-        return Status::Ok();
-      },
-      [&](std::span<const std::span<std::int64_t>> buffers) {
-        AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
-        return Status::Ok();
-      }};
+  ExactSumCollectives collectives{[&](std::span<const std::span<float>> buffers) {
+                                    AllReduce<float>(buffers, ReduceOp::kSum, options);
+                                    return Status::Ok();
+                                  },
+                                  [&](std::span<const std::span<std::int64_t>> buffers) {
+                                    AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
+                                    return Status::Ok();
+                                  }};
   StatusOr<CompactExactStats> stats = CompactExactAllReduce(inputs, outputs, static_cast<std::int32_t>(n), collectives);
   EXPECT_TRUE(stats.ok()) << stats.status().message();
   if (stats.ok()) outcome.stats = *stats;
@@ -105,14 +104,14 @@ TEST(CompactExact, GradientsGetTheFullAllReducesBits) {
       const Outcome outcome = RunBoth(GradientTerms(n, 1000, static_cast<std::uint32_t>(n)), algorithm);
       ExpectSameBits(outcome, std::to_string(n) + " replicas, " + std::string(AllReduceAlgorithmName(algorithm)));
       if (n > 1) {
-        // A float per block, then a word per value of the blocks that are not zero
-        // everywhere, then one per value left undecided. These values span 2^44
+        // A float per block, then a word per value (zero blocks too: the round's size
+        // is known before it runs), then one per value left undecided. These values span 2^44
         // within a block, so the small ones need the second window.
         const CompactExactStats& stats = outcome.stats;
         EXPECT_EQ(stats.full_values, 0);
         EXPECT_EQ(stats.scale_floats, 32);
         ASSERT_EQ(stats.sent.size(), 2u);
-        EXPECT_EQ(stats.sent[0], 1000 - stats.zero_values);
+        EXPECT_EQ(stats.sent[0], 1000);
         EXPECT_EQ(stats.words, stats.sent[0] + stats.sent[1]);
       }
     }
@@ -142,28 +141,28 @@ TEST(CompactExact, DecidesTiesCancellationAndTheEdgesOfTheRange) {
   const double min_normal = std::ldexp(1.0, -126), max_float = std::numeric_limits<float>::max();
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::vector<std::vector<double>>> cases = {
-      {{1.0}, {std::ldexp(1.0, -24)}, {}, {}},                                 // tie: to even, 1
-      {{1.0 + std::ldexp(1.0, -23)}, {std::ldexp(1.0, -24)}, {}, {}},          // tie: to even, up
-      {{1.0}, {std::ldexp(1.0, -24)}, {tiny}, {}},                             // just above the tie
-      {{1.0}, {std::ldexp(1.0, -24)}, {-tiny}, {}},                            // just below the tie
-      {{-1.0}, {-std::ldexp(1.0, -24)}, {-tiny}, {}},                          // negative, past the tie
-      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {tiny}, {}},             // cancels to one unit: +0
-      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {-tiny}, {}},            // -0
+      {{1.0}, {std::ldexp(1.0, -24)}, {}, {}},                                       // tie: to even, 1
+      {{1.0 + std::ldexp(1.0, -23)}, {std::ldexp(1.0, -24)}, {}, {}},                // tie: to even, up
+      {{1.0}, {std::ldexp(1.0, -24)}, {tiny}, {}},                                   // just above the tie
+      {{1.0}, {std::ldexp(1.0, -24)}, {-tiny}, {}},                                  // just below the tie
+      {{-1.0}, {-std::ldexp(1.0, -24)}, {-tiny}, {}},                                // negative, past the tie
+      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {tiny}, {}},                   // cancels to one unit: +0
+      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {-tiny}, {}},                  // -0
       {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {std::ldexp(1.0, -140)}, {}},  // a subnormal survives
-      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {min_normal}, {-tiny}},  // just below the normal range
-      {{3.0}, {-3.0}, {}, {}},                                                 // exact zero: +0
-      {{max_float}, {max_float}, {}, {}},                                      // overflows to +inf
-      {{-max_float}, {-max_float}, {}, {}},                                    // -inf
-      {{max_float}, {std::ldexp(1.0, 103)}, {}, {}},                           // the overflow tie: +inf
-      {{max_float}, {std::ldexp(1.0, 103)}, {-tiny}, {}},                      // just below it: FLT_MAX
-      {{std::ldexp(1.0, 200)}, {-std::ldexp(1.0, 200)}, {0.5}, {}},            // products beyond float cancel
-      {{nan}, {1.0}, {}, {}},                                                  // NaN
-      {{inf}, {1.0}, {}, {}},                                                  // +inf
-      {{inf}, {-inf}, {}, {}},                                                 // NaN
-      {{-inf}, {}, {}, {}},                                                    // -inf
-      {{std::ldexp(1.0, -149)}, {std::ldexp(1.0, -150)}, {}, {}},              // subnormal tie: to even
-      {{std::ldexp(1.0, -150)}, {}, {}, {}},                                   // tie with zero: +0
-      {{-std::ldexp(1.0, -150)}, {-tiny}, {}, {}},                             // past it, negative
+      {{std::ldexp(1.0, 60)}, {-std::ldexp(1.0, 60)}, {min_normal}, {-tiny}},        // just below the normal range
+      {{3.0}, {-3.0}, {}, {}},                                                       // exact zero: +0
+      {{max_float}, {max_float}, {}, {}},                                            // overflows to +inf
+      {{-max_float}, {-max_float}, {}, {}},                                          // -inf
+      {{max_float}, {std::ldexp(1.0, 103)}, {}, {}},                                 // the overflow tie: +inf
+      {{max_float}, {std::ldexp(1.0, 103)}, {-tiny}, {}},                            // just below it: FLT_MAX
+      {{std::ldexp(1.0, 200)}, {-std::ldexp(1.0, 200)}, {0.5}, {}},                  // products beyond float cancel
+      {{nan}, {1.0}, {}, {}},                                                        // NaN
+      {{inf}, {1.0}, {}, {}},                                                        // +inf
+      {{inf}, {-inf}, {}, {}},                                                       // NaN
+      {{-inf}, {}, {}, {}},                                                          // -inf
+      {{std::ldexp(1.0, -149)}, {std::ldexp(1.0, -150)}, {}, {}},                    // subnormal tie: to even
+      {{std::ldexp(1.0, -150)}, {}, {}, {}},                                         // tie with zero: +0
+      {{-std::ldexp(1.0, -150)}, {-tiny}, {}, {}},                                   // past it, negative
       {{std::ldexp(1.0, 30)}, {std::ldexp(1.0, 5) + std::ldexp(1.0, -20)}, {std::ldexp(1.0, -200)}, {1.0}},
       {{0.1f * 0.3f}, {-(0.1f * 0.3f)}, {std::ldexp(1.0, -290)}, {std::ldexp(1.0, -297)}},
   };

@@ -179,6 +179,7 @@ RC_GTEST_PROP(ExactMode, ClusterStepsEqualOneDeviceRun, ()) {
   if (config.strategy == StrategyKind::kMultiWorkerMirrored && s.replicas % 2 == 0) config.workers = 2;
   config.all_reduce = *rc::gen::elementOf(kAllReduceAlgorithms);
   config.fold_above = *rc::gen::element(256, 0, 1);  // the folded reduction, where the strategy takes it
+  config.exact_all_reduce = *rc::gen::element(ExactAllReduce::kCompact, ExactAllReduce::kWords);
   config.check_reference = true;
   const bool full = s.global_batch % s.replicas == 0;
   config.denominator = full && *rc::gen::arbitrary<bool>() ? LossDenominator::kDefault : LossDenominator::kGlobal;
@@ -348,6 +349,81 @@ TEST(FoldedReduction, GivesTheCollectivesBits) {
         EXPECT_TRUE(SameBits(results[k], results[0])) << (math == MathMode::kExact ? "exact" : "fast") << " convention "
                                                       << static_cast<int>(convention) << " run " << k;
     }
+}
+
+// Exact mode's compact all-reduce (sim/comm/compact_exact.h) against the words: the
+// same reduced gradients, losses and weights over three steps (one with empty
+// replicas), for every strategy with a collective, with a MEAN (DDP), gradient
+// accumulation and several algorithms; and about 2x a float all-reduce's bytes
+// (a float per 32 values, then one int64 per value), where the words move 38x.
+TEST(CompactExactAllReduce, GivesTheWordsBits) {
+  Lab setup("seed-cnn", 10, 120, 3);
+  struct Case {
+    StrategyKind strategy;
+    Convention convention;
+    std::int32_t accumulation;
+    AllReduceAlgorithm algorithm;
+  };
+  for (const Case c : {Case{StrategyKind::kMirrored, Convention::kTf, 1, AllReduceAlgorithm::kRing},
+                       Case{StrategyKind::kMultiWorkerMirrored, Convention::kDdp, 1, AllReduceAlgorithm::kHierarchical},
+                       Case{StrategyKind::kTpu, Convention::kTf, 2, AllReduceAlgorithm::kHalvingDoubling},
+                       Case{StrategyKind::kCentralStorage, Convention::kTf, 1, AllReduceAlgorithm::kRing},
+                       Case{StrategyKind::kMirrored, Convention::kTf, 1, AllReduceAlgorithm::kDirect}}) {
+    std::vector<std::vector<float>> results;
+    std::vector<std::int64_t> bytes;
+    for (const ExactAllReduce kind : {ExactAllReduce::kWords, ExactAllReduce::kCompact}) {
+      ClusterConfig config;
+      config.math = MathMode::kExact;
+      config.strategy = c.strategy;
+      config.convention = c.convention;
+      config.replicas = 6;
+      if (c.strategy == StrategyKind::kMultiWorkerMirrored) config.workers = 2;
+      config.accumulation.steps = c.accumulation;
+      config.exact_all_reduce = kind;
+      config.all_reduce = c.algorithm;
+      auto created = Cluster::Create(*setup.model, config, "adam", {}, setup.params, 4);
+      ASSERT_TRUE(created.ok()) << created.status().message();
+      auto cluster = std::move(created).value();
+      std::vector<float> all;
+      for (std::int64_t step = 0; step < 3; ++step) {
+        const std::int64_t global_batch = step == 1 ? 4 : 24;  // 4: two empty replicas
+        std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch * c.accumulation));
+        std::iota(batch.begin(), batch.end(), step * 30);
+        std::vector<ReplicaBatches> micro;
+        for (std::int32_t k = 0; k < c.accumulation; ++k)
+          micro.push_back(SplitBatch(std::span(batch).subspan(static_cast<std::size_t>(k * global_batch),
+                                                              static_cast<std::size_t>(global_batch)),
+                                     global_batch, 6, RebatchRule::kV2));
+        std::vector<const ReplicaBatches*> group;
+        for (const ReplicaBatches& m : micro) group.push_back(&m);
+        ParameterList<float> reduced;
+        auto result = c.accumulation == 1
+                          ? cluster->TrainStep(setup.data, micro[0], global_batch, 1e-3f, step, &reduced)
+                          : cluster->TrainAccumulatedStep(setup.data, group, global_batch, 1e-3f, step, &reduced);
+        ASSERT_TRUE(result.ok()) << result.status().message();
+        const StepResult& r = *result;
+        const std::vector<float> g = Flatten(reduced);
+        all.insert(all.end(), g.begin(), g.end());
+        all.push_back(r.loss);
+      }
+      const std::vector<float> v = Flatten(cluster->variables());
+      all.insert(all.end(), v.begin(), v.end());
+      EXPECT_TRUE(cluster->ReplicasInSync());
+      results.push_back(std::move(all));
+      bytes.push_back(cluster->message_log().TotalBytes());
+    }
+    const std::string what = std::string(StrategyName(c.strategy)) + " accumulation " + std::to_string(c.accumulation) +
+                             " " + std::string(AllReduceAlgorithmName(c.algorithm));
+    EXPECT_TRUE(SameBits(results[1], results[0])) << what;
+    if (c.strategy == StrategyKind::kCentralStorage) {
+      EXPECT_EQ(bytes[1], bytes[0]) << what;  // the reduce to the host keeps the words
+    } else {
+      // Words: 19 int64 per value; compact: 8 bytes and a float per 32 values.
+      const double ratio = static_cast<double>(bytes[0]) / static_cast<double>(bytes[1]);
+      EXPECT_GT(ratio, 152.0 / 8.2) << what;
+      EXPECT_LT(ratio, 152.0 / 8.0) << what;
+    }
+  }
 }
 
 // Where a configuration needs every replica's own gradient at once, the cluster keeps

@@ -171,6 +171,8 @@ TEST(OptionsTableTest, FlagAndKeyGiveTheSameConfig) {
         "cluster.all_reduce=tree"}},
       {{{"strategy", "mirrored"}, {"replicas", "8"}, {"fold-above", "4"}},
        {"cluster.strategy=mirrored", "cluster.replicas=8", "cluster.fold_above=4"}},
+      {{{"math", "exact"}, {"strategy", "mirrored"}, {"replicas", "2"}, {"exact-all-reduce", "words"}},
+       {"run.math=exact", "cluster.strategy=mirrored", "cluster.replicas=2", "cluster.exact_all_reduce=words"}},
       {{{"strategy", "mirrored"},
         {"replicas", "2"},
         {"convention", "ddp"},

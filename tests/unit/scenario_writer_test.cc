@@ -92,6 +92,7 @@ const std::map<std::string, Sample>& Samples() {
       {"workers", {"2", {"--strategy", "multi_worker_mirrored", "--replicas", "4"}}},
       {"all-reduce", {"tree", {"--replicas", "2"}}},
       {"fold-above", {"1", {"--replicas", "2"}}},
+      {"exact-all-reduce", {"words", {"--math", "exact", "--replicas", "2"}}},
       {"convention", {"ddp", {"--replicas", "2"}}},
       {"loss-denominator", {"per-replica", {}}},
       {"check-reference", {"", {}}},
