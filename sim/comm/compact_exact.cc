@@ -20,6 +20,8 @@ namespace {
 constexpr NameTable<ExactAllReduce, 2> kKinds = {
     {{"words", ExactAllReduce::kWords}, {"compact", ExactAllReduce::kCompact}}};
 
+__extension__ typedef unsigned __int128 Uint128;
+
 constexpr int kTopDigit = kExactDigitWords - 1;
 constexpr std::int16_t kNoBits = std::numeric_limits<std::int16_t>::max();  // the lsb of zero
 // Block scales are 2^(bound - kScaleBias) floats: bounds [171, 447] map to
@@ -145,42 +147,132 @@ double CompactExactStats::BytesPerValue() const {
   return static_cast<double>(scale_floats * 4 + words * 8) / static_cast<double>(values);
 }
 
+namespace {
+
+int WindowBase(std::int16_t bound) {
+  return bound == CompactGradient::kWholeBlock ? std::numeric_limits<int>::max() : std::max(0, bound - 126);
+}
+
+const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
+  const auto it = std::lower_bound(g.deep_index.begin(), g.deep_index.end(), i);
+  assert(it != g.deep_index.end() && *it == i);
+  return g.deep_words.data() + (it - g.deep_index.begin()) * kExactWords;
+}
+
+// Bits [p, p + 64) of value i of g (two's complement).
+std::uint64_t BitsAt(const CompactGradient& g, std::int64_t i, int p) {
+  const int base = WindowBase(g.bound[static_cast<std::size_t>(i / kCompactBlock)]);
+  if (g.lsb[static_cast<std::size_t>(i)] < base) return Bits64(DeepWords(g, i), p);
+  const auto j = static_cast<std::size_t>(2 * i);
+  const auto window = static_cast<ExactInt128>(static_cast<Uint128>(g.window[j + 1]) << 64 | g.window[j]);
+  const int shift = p - base;
+  if (shift >= 0)
+    return shift >= 127 ? (window < 0 ? ~std::uint64_t{0} : 0) : static_cast<std::uint64_t>(window >> shift);
+  if (-shift >= 64) return 0;  // below base: no bits
+  return static_cast<std::uint64_t>(static_cast<Uint128>(window) << -shift);
+}
+
+// The whole words of value i of g: kept, or rebuilt from its window (a replica whose
+// own block is finite, where another replica's is not).
+void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
+  const int base = WindowBase(g.bound[static_cast<std::size_t>(i / kCompactBlock)]);
+  if (g.lsb[static_cast<std::size_t>(i)] < base) {
+    std::copy_n(DeepWords(g, i), kExactWords, out);
+    return;
+  }
+  const auto j = static_cast<std::size_t>(2 * i);
+  std::fill_n(out, kExactWords, 0);
+  ExactAddInt128(out, static_cast<ExactInt128>(static_cast<Uint128>(g.window[j + 1]) << 64 | g.window[j]), base);
+}
+
+}  // namespace
+
+void CompactGradient::Encode(std::span<std::int64_t> words) {
+  assert(words.size() % kExactWords == 0);
+  values = static_cast<std::int64_t>(words.size() / kExactWords);
+  const std::int64_t blocks = (values + kCompactBlock - 1) / kCompactBlock;
+  bound.assign(static_cast<std::size_t>(blocks), 0);
+  window.resize(static_cast<std::size_t>(2 * values));
+  lsb.resize(static_cast<std::size_t>(values));
+  std::vector<char> deep(static_cast<std::size_t>(values), 0);
+  tbb::parallel_for(std::int64_t{0}, blocks, [&](std::int64_t block) {
+    const std::int64_t begin = block * kCompactBlock, end = std::min(values, begin + kCompactBlock);
+    int top = 0;
+    bool whole = false;
+    for (std::int64_t i = begin; i < end; ++i) {
+      std::int64_t* w = words.data() + i * kExactWords;
+      ExactNormalize(w);
+      whole |= w[kExactDigitWords] != 0;
+      const Shape shape = ShapeOf(w);
+      top = std::max(top, shape.bound);
+      lsb[static_cast<std::size_t>(i)] = shape.lsb;
+    }
+    whole |= top > kMaxScaleBound;
+    const auto b = static_cast<std::int16_t>(whole ? kWholeBlock : top);
+    bound[static_cast<std::size_t>(block)] = b;
+    const int base = WindowBase(b);
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t* w = words.data() + i * kExactWords;
+      const auto j = static_cast<std::size_t>(i);
+      if (whole || lsb[j] < base) {
+        deep[j] = 1;
+        window[2 * j] = window[2 * j + 1] = 0;
+      } else {
+        window[2 * j] = Bits64(w, base);
+        window[2 * j + 1] = Bits64(w, base + 64);
+      }
+    }
+  });
+  deep_index.clear();
+  deep_words.clear();
+  for (std::int64_t i = 0; i < values; ++i)
+    if (deep[static_cast<std::size_t>(i)]) {
+      deep_index.push_back(i);
+      deep_words.insert(deep_words.end(), words.begin() + i * kExactWords, words.begin() + (i + 1) * kExactWords);
+    }
+}
+
+std::int64_t CompactGradient::bytes() const {
+  return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) + window.size() * sizeof(std::uint64_t) +
+                                   lsb.size() * sizeof(std::int16_t) + deep_index.size() * sizeof(std::int64_t) +
+                                   deep_words.size() * sizeof(std::int64_t));
+}
+
 StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const std::span<std::int64_t>> inputs,
+                                                  std::span<const std::span<float>> outputs, std::int32_t replicas,
+                                                  const ExactSumCollectives& collectives) {
+  std::vector<CompactGradient> encoded(inputs.size());
+  tbb::parallel_for(std::size_t{0}, inputs.size(), [&](std::size_t r) { encoded[r].Encode(inputs[r]); });
+  std::vector<const CompactGradient*> pointers;
+  for (const CompactGradient& g : encoded) pointers.push_back(&g);
+  return CompactExactAllReduce(pointers, outputs, replicas, collectives);
+}
+
+StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradient* const> inputs,
                                                   std::span<const std::span<float>> outputs, std::int32_t replicas,
                                                   const ExactSumCollectives& collectives) {
   assert(inputs.size() == outputs.size() && !inputs.empty() && replicas >= 1 && replicas < (1 << 20));
   const auto local = inputs.size();
   const auto count = static_cast<std::int64_t>(outputs[0].size());
+  assert(inputs[0]->values == count);
   const std::int64_t blocks = (count + kCompactBlock - 1) / kCompactBlock;
   // b bits hold K <= N; c = ceil(log2 N) bits of headroom for the sum of N quotients:
-  // a window carries `step` bits of each value.
+  // a refinement window carries `step` bits of each value.
   const int count_bits = std::bit_width(static_cast<std::uint32_t>(replicas));
   const int headroom = std::bit_width(static_cast<std::uint32_t>(replicas - 1));
   const int step = 62 - headroom - count_bits;
   CompactExactStats stats;
   stats.values = count;
-  auto at = [](std::span<std::int64_t> words, std::int64_t i) { return words.data() + i * kExactWords; };
 
-  // Round 1: normalize, and send each block's scale.
-  std::vector<std::vector<std::int16_t>> lsbs(local, std::vector<std::int16_t>(static_cast<std::size_t>(count)));
+  // Round 1: each block's scale.
   std::vector<std::vector<float>> scales(local, std::vector<float>(static_cast<std::size_t>(blocks)));
   tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local) * blocks, [&](std::int64_t task) {
     const auto r = static_cast<std::size_t>(task / blocks);
-    const std::int64_t block = task % blocks;
-    int bound = 0;
-    bool non_finite = false;
-    for (std::int64_t i = block * kCompactBlock; i < std::min(count, (block + 1) * kCompactBlock); ++i) {
-      std::int64_t* words = at(inputs[r], i);
-      ExactNormalize(words);
-      non_finite |= words[kExactDigitWords] != 0;
-      const Shape shape = ShapeOf(words);
-      bound = std::max(bound, shape.bound);
-      lsbs[r][static_cast<std::size_t>(i)] = shape.lsb;
-    }
-    scales[r][static_cast<std::size_t>(block)] =
-        non_finite || bound > kMaxScaleBound ? std::numeric_limits<float>::infinity()
-        : bound == 0                         ? 0.0f
-                                             : std::ldexp(1.0f, std::max(bound, kMinScaleBound) - kScaleBias);
+    const auto block = static_cast<std::size_t>(task % blocks);
+    const int bound = inputs[r]->bound[block];
+    scales[r][block] = bound == CompactGradient::kWholeBlock ? std::numeric_limits<float>::infinity()
+                       : bound == 0                          ? 0.0f
+                                    : std::ldexp(1.0f, std::max(bound, kMinScaleBound) - kScaleBias);
   });
   {
     std::vector<std::span<float>> spans(scales.begin(), scales.end());
@@ -249,15 +341,15 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const std::span<std:
         for (std::int64_t k = chunk * kGrain; k < std::min(sent, (chunk + 1) * kGrain); ++k) {
           const auto j = static_cast<std::size_t>(k);
           const std::int64_t i = value_index(k);
-          std::uint64_t bits = Bits64(at(inputs[r], i), lsb[j]);
+          std::uint64_t bits = BitsAt(*inputs[r], i, lsb[j]);
           if (top[j] >= 0) bits &= (std::uint64_t{1} << (top[j] - lsb[j])) - 1;  // [lsb, top): non-negative
-          const bool sticky = lsbs[r][static_cast<std::size_t>(i)] < lsb[j];
+          const bool sticky = inputs[r]->lsb[static_cast<std::size_t>(i)] < lsb[j];
           buffer[j] = static_cast<std::int64_t>(bits << count_bits) + sticky;
         }
       });
       if (first)
         for (std::size_t w = 0; w < whole.size(); ++w)
-          std::copy_n(at(inputs[r], whole[w]), kExactWords, buffer.begin() + sent + w * kExactWords);
+          WholeWords(*inputs[r], whole[w], buffer.data() + sent + w * kExactWords);
     });
     std::vector<std::span<std::int64_t>> spans(buffers.begin(), buffers.end());
     DTLAB_RETURN_IF_ERROR(collectives.sum_words(spans));

@@ -287,12 +287,13 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
   cluster->accuracies_.resize(static_cast<std::size_t>(config.replicas));
   // Gradient buffers: every replica's, or, folded, a wave's slots and the sum.
   cluster->folded_ = FoldsReduction(config, model, group != nullptr);
+  cluster->compacted_ = CompactsGradients(config, model, group != nullptr);
   const auto allocate = [&](GradientSlot& slot) {
     slot.grads = model.ZeroParameters();
     slot.flat.assign(flat_size, 0.0f);
     if (config.math == MathMode::kExact) slot.words.assign(flat_size * kExactWords, 0);
   };
-  if (cluster->folded_) {
+  if (cluster->folded_ || cluster->compacted_) {
     // A slot holds what the wave writes: the gradients (fast mode) or the words (exact).
     cluster->slots_.resize(static_cast<std::size_t>(std::min(FoldWave(), local)));
     for (GradientSlot& slot : cluster->slots_) {
@@ -301,13 +302,21 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
       else
         slot.grads = model.ZeroParameters();
     }
+  }
+  if (cluster->folded_) {
     cluster->replicas_[0].flat.assign(flat_size, 0.0f);
     if (config.math == MathMode::kExact) cluster->folded_words_.assign(flat_size * kExactWords, 0);
     cluster->folded_grads_ = model.ZeroParameters();
   }
   for (auto& replica : cluster->replicas_) {
     replica.params = initial;
-    if (!cluster->folded_) allocate(replica);
+    if (cluster->compacted_) {
+      // The reduced gradient and its unpacked form; the words stay in the slots.
+      replica.grads = model.ZeroParameters();
+      replica.flat.assign(flat_size, 0.0f);
+    } else if (!cluster->folded_) {
+      allocate(replica);
+    }
     DTLAB_ASSIGN_OR_RETURN(replica.optimizer, MakeOptimizer(optimizer, options));
     replica.optimizer->Build(replica.params);
     replica.loss_scale = DynamicLossScale(config.precision.initial_scale, config.precision.growth_steps);
@@ -494,11 +503,13 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
       AllReduce<std::int64_t>(buffers, ReduceOp::kSum, options);
     }
   });
-  // Each replica's gradient goes to its own buffers, or, folded, to a slot of the
-  // wave it is computed in; the folded reduction then adds the wave to the sum.
-  const std::int32_t wave = folded_ ? static_cast<std::int32_t>(slots_.size()) : end - first;
+  // Each replica's gradient goes to its own buffers, or, folded or compacted, to a
+  // slot of the wave it is computed in; the folded reduction then adds the wave to
+  // the sum, and compaction encodes each slot for its replica.
+  const bool waves = folded_ || compacted_;
+  const std::int32_t wave = waves ? static_cast<std::int32_t>(slots_.size()) : end - first;
   const auto slot = [&](std::int32_t r) -> GradientSlot& {
-    return folded_ ? slots_[static_cast<std::size_t>((r - first) % wave)] : *Local(r);
+    return waves ? slots_[static_cast<std::size_t>((r - first) % wave)] : *Local(r);
   };
   std::vector<LossSum> sums(static_cast<std::size_t>(n));
   std::vector<float> regularization(static_cast<std::size_t>(n), 0.0f);
@@ -608,6 +619,9 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
           CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
                                 [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }));
     if (folded_) FoldWaveInto<Word>(wave_begin - first, wave_end - first);
+    if constexpr (kExact)
+      if (compacted_)
+        tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) { Local(r)->compact.Encode(slot(r).words); });
   }
   result.folded = folded_;
 
@@ -773,9 +787,8 @@ Status Cluster::ReduceCompactly(std::int64_t step) {
   // The compact rounds (sim/comm/compact_exact.h) as SUM all-reduces of the chosen
   // algorithm, across the worker group where there is one; each is checked for
   // faults as it ends, so a failed one stops the rest.
-  std::vector<std::span<std::int64_t>> words;
   std::vector<std::span<float>> outputs;
-  for (Replica& replica : replicas_) words.emplace_back(replica.words), outputs.emplace_back(replica.flat);
+  for (Replica& replica : replicas_) outputs.emplace_back(replica.flat);
   const CollectiveOptions options = Options(step);
   const std::string name = "all_reduce/" + std::string(AllReduceAlgorithmName(config_.all_reduce));
   auto sum = [&]<typename T>(std::span<const std::span<T>> buffers) -> Status {
@@ -787,6 +800,13 @@ Status Cluster::ReduceCompactly(std::int64_t step) {
   };
   const ExactSumCollectives collectives{[&](std::span<const std::span<float>> b) { return sum(b); },
                                         [&](std::span<const std::span<std::int64_t>> b) { return sum(b); }};
+  if (compacted_) {
+    std::vector<const CompactGradient*> encoded;
+    for (const Replica& replica : replicas_) encoded.push_back(&replica.compact);
+    return CompactExactAllReduce(encoded, outputs, config_.replicas, collectives).status();
+  }
+  std::vector<std::span<std::int64_t>> words;
+  for (Replica& replica : replicas_) words.emplace_back(replica.words);
   return CompactExactAllReduce(words, outputs, config_.replicas, collectives).status();
 }
 

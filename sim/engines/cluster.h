@@ -198,6 +198,15 @@ class Cluster final : public TrainingEngine {
   /// FoldsReduction's conditions but the replica count.
   static bool CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group);
   bool folded() const { return folded_; }
+  /// True when exact mode's compact all-reduce reads the replicas' gradients encoded
+  /// (CompactGradient, about 18 bytes per value) instead of their accumulator words:
+  /// up to config.fold_above replicas where the fold could run. The replicas then
+  /// compute in waves, as folded ones do, and each keeps only its encoding.
+  static bool CompactsGradients(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
+    return config.math == MathMode::kExact && config.exact_all_reduce == ExactAllReduce::kCompact &&
+           !FoldsReduction(config, model, worker_group) && CanFold(config, model, worker_group);
+  }
+  bool compacted() const { return compacted_; }
   /// Replicas whose gradients the folded reduction computes at once (its wave).
   static std::int32_t FoldWave();
 
@@ -220,6 +229,9 @@ class Cluster final : public TrainingEngine {
     // alone), and whether its own gradient was finite before the all-reduce.
     DynamicLossScale loss_scale;
     bool local_finite = true;
+    // Exact mode's compact all-reduce, where the cluster compacts (CompactsGradients):
+    // the replica's gradient, encoded after its wave.
+    CompactGradient compact;
   };
   // One step's (or micro-batch's) examples, gathered into images_ and labels_.
   struct StepLayout {
@@ -347,6 +359,8 @@ class Cluster final : public TrainingEngine {
   // gradients are computed into slots_ and added to the sum, replica 0's `flat` (fast
   // mode) or folded_words_ (exact), which folded_grads_ unpacks for every update.
   bool folded_ = false;
+  // CompactsGradients: the same waves of slots_, each replica's slot then encoded.
+  bool compacted_ = false;
   std::vector<GradientSlot> slots_;
   std::vector<std::int64_t> folded_words_;
   ParameterList<float> folded_grads_;

@@ -35,13 +35,22 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     e.replicas_bytes = e.per_replica_bytes * n +
                        std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * (in.exact ? words : p * f) +
                        2.0 * p * f + words;
+  } else if (in.exact && in.compact && in.compacted) {
+    // weights, the reduced gradient (packed and unpacked), the optimizer slots, the
+    // encoded gradient (CompactGradient: 16 bytes of window and a 2-byte lsb per
+    // value, a bound per block) and the compact all-reduce's word per value and
+    // float per block; a wave's words in the slots.
+    e.per_replica_bytes =
+        p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + p * (16.0 + 2.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
+    e.replicas_bytes = e.per_replica_bytes * n + std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * words;
   } else {
     // weights, gradients, the packed collective buffer, the optimizer slots.
     e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + words;
     if (in.accumulating) e.per_replica_bytes += in.exact ? words : p * f;
-    // The compact all-reduce (sim/comm/compact_exact.h): a word and a 2-byte lsb per
-    // value, a float per block.
-    if (in.exact && in.compact && !in.central_storage) e.per_replica_bytes += p * (8.0 + 2.0 + 4.0 / kCompactBlock);
+    // The compact all-reduce (sim/comm/compact_exact.h) from the words: each
+    // replica's encoding, a word per value and a float per block.
+    if (in.exact && in.compact && !in.central_storage)
+      e.per_replica_bytes += p * (16.0 + 2.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
     e.replicas_bytes = e.per_replica_bytes * n;
   }
   if (in.central_storage) e.replicas_bytes += p * f * (1.0 + static_cast<double>(in.optimizer_slots));

@@ -38,9 +38,13 @@ struct RunMemoryInput {
   std::int32_t replicas = 1;          // replicas held by this process
   bool exact = false;                 // exact mode: accumulator words per replica
   bool compact = false;               // exact mode's compact all-reduce: its buffers per replica
-  bool accumulating = false;          // gradient accumulation: one more gradient (or words) per replica
-  bool central_storage = false;       // one more copy of weights and slots on the host
-  std::int64_t global_batch = 1;      // examples gathered per step (the whole optimizer step's)
+  /// Cluster::CompactsGradients but the replica count: up to fold_above replicas
+  /// compute in waves of `fold_wave` slots and keep their gradients encoded (about
+  /// 18 bytes per value), not as words.
+  bool compacted = false;
+  bool accumulating = false;      // gradient accumulation: one more gradient (or words) per replica
+  bool central_storage = false;   // one more copy of weights and slots on the host
+  std::int64_t global_batch = 1;  // examples gathered per step (the whole optimizer step's)
   // For LargestReplicasThatFit: examples per replica per step when the global batch
   // grows with the replicas (--batch-per-replica; 0: it is fixed), up to batch_limit.
   std::int64_t batch_per_replica = 0;
