@@ -149,10 +149,6 @@ double CompactExactStats::BytesPerValue() const {
 
 namespace {
 
-int WindowBase(std::int16_t bound) {
-  return bound == CompactGradient::kWholeBlock ? std::numeric_limits<int>::max() : std::max(0, bound - 126);
-}
-
 const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
   const auto it = std::lower_bound(g.deep_index.begin(), g.deep_index.end(), i);
   assert(it != g.deep_index.end() && *it == i);
@@ -161,8 +157,8 @@ const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
 
 // Bits [p, p + 64) of value i of g (two's complement).
 std::uint64_t BitsAt(const CompactGradient& g, std::int64_t i, int p) {
-  const int base = WindowBase(g.bound[static_cast<std::size_t>(i / kCompactBlock)]);
-  if (g.lsb[static_cast<std::size_t>(i)] < base) return Bits64(DeepWords(g, i), p);
+  const int base = g.base[static_cast<std::size_t>(i)];
+  if (base == CompactGradient::kDeep) return Bits64(DeepWords(g, i), p);
   const auto j = static_cast<std::size_t>(2 * i);
   const auto window = static_cast<ExactInt128>(static_cast<Uint128>(g.window[j + 1]) << 64 | g.window[j]);
   const int shift = p - base;
@@ -175,8 +171,8 @@ std::uint64_t BitsAt(const CompactGradient& g, std::int64_t i, int p) {
 // The whole words of value i of g: kept, or rebuilt from its window (a replica whose
 // own block is finite, where another replica's is not).
 void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
-  const int base = WindowBase(g.bound[static_cast<std::size_t>(i / kCompactBlock)]);
-  if (g.lsb[static_cast<std::size_t>(i)] < base) {
+  const int base = g.base[static_cast<std::size_t>(i)];
+  if (base == CompactGradient::kDeep) {
     std::copy_n(DeepWords(g, i), kExactWords, out);
     return;
   }
@@ -194,7 +190,7 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
   bound.assign(static_cast<std::size_t>(blocks), 0);
   window.resize(static_cast<std::size_t>(2 * values));
   lsb.resize(static_cast<std::size_t>(values));
-  std::vector<char> deep(static_cast<std::size_t>(values), 0);
+  base.resize(static_cast<std::size_t>(values));
   tbb::parallel_for(std::int64_t{0}, blocks, [&](std::int64_t block) {
     const std::int64_t begin = block * kCompactBlock, end = std::min(values, begin + kCompactBlock);
     int top = 0;
@@ -206,27 +202,27 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
       const Shape shape = ShapeOf(w);
       top = std::max(top, shape.bound);
       lsb[static_cast<std::size_t>(i)] = shape.lsb;
+      base[static_cast<std::size_t>(i)] = static_cast<std::int16_t>(std::max(0, shape.bound - 126));
     }
     whole |= top > kMaxScaleBound;
     const auto b = static_cast<std::int16_t>(whole ? kWholeBlock : top);
     bound[static_cast<std::size_t>(block)] = b;
-    const int base = WindowBase(b);
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t* w = words.data() + i * kExactWords;
       const auto j = static_cast<std::size_t>(i);
-      if (whole || lsb[j] < base) {
-        deep[j] = 1;
+      if (whole || lsb[j] < base[j]) {
+        base[j] = kDeep;
         window[2 * j] = window[2 * j + 1] = 0;
       } else {
-        window[2 * j] = Bits64(w, base);
-        window[2 * j + 1] = Bits64(w, base + 64);
+        window[2 * j] = Bits64(w, base[j]);
+        window[2 * j + 1] = Bits64(w, base[j] + 64);
       }
     }
   });
   deep_index.clear();
   deep_words.clear();
   for (std::int64_t i = 0; i < values; ++i)
-    if (deep[static_cast<std::size_t>(i)]) {
+    if (base[static_cast<std::size_t>(i)] == kDeep) {
       deep_index.push_back(i);
       deep_words.insert(deep_words.end(), words.begin() + i * kExactWords, words.begin() + (i + 1) * kExactWords);
     }
@@ -234,8 +230,8 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
 
 std::int64_t CompactGradient::bytes() const {
   return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) + window.size() * sizeof(std::uint64_t) +
-                                   lsb.size() * sizeof(std::int16_t) + deep_index.size() * sizeof(std::int64_t) +
-                                   deep_words.size() * sizeof(std::int64_t));
+                                   (lsb.size() + base.size()) * sizeof(std::int16_t) +
+                                   deep_index.size() * sizeof(std::int64_t) + deep_words.size() * sizeof(std::int64_t));
 }
 
 StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const std::span<std::int64_t>> inputs,

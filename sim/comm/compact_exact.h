@@ -64,19 +64,22 @@ struct CompactExactStats {
   double BytesPerValue() const;
 };
 
-/// One replica's exact gradient as the compact all-reduce reads it, in about 18 bytes
+/// One replica's exact gradient as the compact all-reduce reads it, in about 20 bytes
 /// per value instead of kExactWords words (152 bytes). Per block of kCompactBlock
 /// values: `bound`, with |V| < 2^bound units for each of its values (0: all zero;
 /// kWholeBlock: a non-finite term, or a value past the block scales' range). Per
-/// value: bits [base, base + 128) of V in two's complement, base = max(0, bound -
-/// 126), which hold its sign and every bit from base up; and its lowest set bit. A
-/// value with bits below base (a sum whose terms span more than 126 bits), and
-/// every value of a kWholeBlock block, also keeps its whole words in `deep_words`.
+/// value: bits [base, base + 128) of V in two's complement, where base = max(0,
+/// its own bound - 126), so they hold its sign and every bit from base up; base;
+/// and its lowest set bit. A value with bits below base (a sum whose terms span
+/// more than 126 bits), and every value of a kWholeBlock block, has base kDeep and
+/// keeps its whole words in `deep_words`.
 struct CompactGradient {
   static constexpr std::int16_t kWholeBlock = -1;
+  static constexpr std::int16_t kDeep = INT16_MAX;
   std::int64_t values = 0;
   std::vector<std::int16_t> bound;       // per block
   std::vector<std::uint64_t> window;     // per value: bits [base, base + 64), then [base + 64, base + 128)
+  std::vector<std::int16_t> base;        // per value
   std::vector<std::int16_t> lsb;         // per value; INT16_MAX for zero
   std::vector<std::int64_t> deep_index;  // ascending
   std::vector<std::int64_t> deep_words;  // kExactWords per deep value

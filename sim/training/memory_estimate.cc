@@ -50,7 +50,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     // The compact all-reduce (sim/comm/compact_exact.h) from the words: each
     // replica's encoding, a word per value and a float per block.
     if (in.exact && in.compact && !in.central_storage)
-      e.per_replica_bytes += p * (16.0 + 2.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
+      e.per_replica_bytes += p * (20.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
     e.replicas_bytes = e.per_replica_bytes * n;
   }
   if (in.central_storage) e.replicas_bytes += p * f * (1.0 + static_cast<double>(in.optimizer_slots));

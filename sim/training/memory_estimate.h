@@ -40,7 +40,7 @@ struct RunMemoryInput {
   bool compact = false;               // exact mode's compact all-reduce: its buffers per replica
   /// Cluster::CompactsGradients but the replica count: up to fold_above replicas
   /// compute in waves of `fold_wave` slots and keep their gradients encoded (about
-  /// 18 bytes per value), not as words.
+  /// 20 bytes per value), not as words.
   bool compacted = false;
   bool accumulating = false;      // gradient accumulation: one more gradient (or words) per replica
   bool central_storage = false;   // one more copy of weights and slots on the host

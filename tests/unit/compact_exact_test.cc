@@ -135,6 +135,32 @@ TEST(CompactExact, ValuesOfOneScaleSendAboutOneWordEach) {
   }
 }
 
+TEST(CompactExact, GradientsEncodeInTwentyBytesPerValue) {
+  // Gradient-like sums of 64 products: a 128-bit window, a 2-byte base and a 2-byte
+  // lsb per value, a bound per block; no value's terms span more than 126 bits, so
+  // none keeps words.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> scale(-20, 0);
+  const std::int64_t count = 1000;
+  std::vector<std::int64_t> words(static_cast<std::size_t>(count * kExactWords), 0);
+  for (std::int64_t i = 0; i < count; ++i)
+    for (int k = 0; k < 64; ++k)
+      ExactAddProduct(words.data() + i * kExactWords, std::ldexp(normal(rng), scale(rng)), normal(rng));
+  CompactGradient g;
+  g.Encode(words);
+  EXPECT_EQ(g.values, count);
+  EXPECT_TRUE(g.deep_index.empty());
+  EXPECT_LE(g.bytes(), count * 20 + 2 * ((count + kCompactBlock - 1) / kCompactBlock));
+  // One term 2^-298 beside 2^60 in the same value: 358 bits apart, so it keeps its
+  // words; its neighbours in the block keep their own windows.
+  ExactAddDouble(words.data() + 7 * kExactWords, std::ldexp(1.0, 60));
+  ExactAddDouble(words.data() + 7 * kExactWords, std::ldexp(1.0, -298));
+  g.Encode(words);
+  EXPECT_EQ(g.deep_index, std::vector<std::int64_t>{7});
+  EXPECT_EQ(g.deep_words.size(), static_cast<std::size_t>(kExactWords));
+}
+
 TEST(CompactExact, DecidesTiesCancellationAndTheEdgesOfTheRange) {
   // 64 values on 4 replicas, each a case; pairs of replicas hold the two halves.
   const double tiny = std::ldexp(1.0, -298);  // one unit: the smallest product
