@@ -98,19 +98,30 @@ void BM_Float(benchmark::State& state) {
   SetCounters(state, 4.0, g.values);
 }
 
+// The words of every replica (refilled before each timed call) and the floats out.
+struct WordBuffers {
+  explicit WordBuffers(const Gradients& g)
+      : buffers(g.words), out(g.words.size(), std::vector<float>(static_cast<std::size_t>(g.values))) {
+    spans.assign(buffers.begin(), buffers.end());
+    out_spans.assign(out.begin(), out.end());
+  }
+  std::vector<std::vector<std::int64_t>> buffers;
+  std::vector<std::span<std::int64_t>> spans;
+  std::vector<std::vector<float>> out;
+  std::vector<std::span<float>> out_spans;
+};
+
 void BM_Words(benchmark::State& state) {
   const auto n = static_cast<std::int32_t>(state.range(0));
   tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(state.range(1)));
   const Gradients& g = GradientsOf(n);
-  std::vector<std::vector<std::int64_t>> buffers = g.words;
-  std::vector<std::span<std::int64_t>> spans(buffers.begin(), buffers.end());
-  std::vector<std::vector<float>> out(buffers.size(), std::vector<float>(static_cast<std::size_t>(g.values)));
+  WordBuffers b(g);
   for (auto _ : state) {
     state.PauseTiming();
-    for (std::size_t r = 0; r < buffers.size(); ++r) buffers[r] = g.words[r];
+    b.buffers = g.words;
     state.ResumeTiming();
-    AllReduce<std::int64_t>(spans, ReduceOp::kSum, {});
-    for (std::size_t r = 0; r < buffers.size(); ++r) RoundWords(buffers[r], out[r]);
+    AllReduce<std::int64_t>(b.spans, ReduceOp::kSum, {});
+    for (std::size_t r = 0; r < b.buffers.size(); ++r) RoundWords(b.buffers[r], b.out[r]);
   }
   SetCounters(state, 8.0 * kExactWords, g.values);
 }
@@ -119,10 +130,8 @@ void BM_Compact(benchmark::State& state) {
   const auto n = static_cast<std::int32_t>(state.range(0));
   tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(state.range(1)));
   const Gradients& g = GradientsOf(n);
-  std::vector<std::vector<std::int64_t>> buffers = g.words;
-  std::vector<std::span<std::int64_t>> spans(buffers.begin(), buffers.end());
-  std::vector<std::vector<float>> out(buffers.size(), std::vector<float>(static_cast<std::size_t>(g.values)));
-  std::vector<std::span<float>> out_spans(out.begin(), out.end());
+  WordBuffers b(g);
+  std::vector<std::vector<float>>& out = b.out;
   const ExactSumCollectives collectives{[](std::span<const std::span<float>> b) {
                                           AllReduce<float>(b, ReduceOp::kSum, {});
                                           return Status::Ok();
@@ -134,9 +143,9 @@ void BM_Compact(benchmark::State& state) {
   CompactExactStats stats;
   for (auto _ : state) {
     state.PauseTiming();
-    for (std::size_t r = 0; r < buffers.size(); ++r) buffers[r] = g.words[r];
+    b.buffers = g.words;
     state.ResumeTiming();
-    stats = std::move(CompactExactAllReduce(spans, out_spans, n, collectives)).value();
+    stats = std::move(CompactExactAllReduce(b.spans, b.out_spans, n, collectives)).value();
   }
   SetCounters(state, stats.BytesPerValue(), g.values);
   for (std::size_t k = 0; k < stats.sent.size(); ++k)

@@ -78,7 +78,7 @@ expect_contains huge_dry out "The run would NOT fit."
 expect_contains huge_dry err "the run needs about"
 
 # --max-memory: a limit on the peak.
-expect_exit 2 limited -- "$DTLAB" train --replicas 64 --math exact --max-memory 1G --steps 1
+expect_exit 2 limited -- "$DTLAB" train --replicas 256 --math exact --max-memory 1G --steps 1
 expect_contains limited err "--max-memory 1.0 GiB less the"
 expect_contains limited err "replicas would fit"
 expect_exit 0 limited_fits -- "$DTLAB" train --replicas 2 --max-memory 1G --dry-run --json

@@ -297,6 +297,20 @@ TEST(ExactMode, ThousandReplicasEqualOneDevice) {
   }
 }
 
+// What a run's bits are compared by: each step's reduced gradient and loss, then the
+// final variables, which every replica must hold alike.
+void AppendStep(std::vector<float>& all, const ParameterList<float>& reduced, float loss) {
+  const std::vector<float> g = Flatten(reduced);
+  all.insert(all.end(), g.begin(), g.end());
+  all.push_back(loss);
+}
+std::vector<float> WithVariables(std::vector<float> all, const Cluster& cluster) {
+  const std::vector<float> v = Flatten(cluster.variables());
+  all.insert(all.end(), v.begin(), v.end());
+  EXPECT_TRUE(cluster.ReplicasInSync());
+  return all;
+}
+
 // The folded reduction (docs/cluster.md) sums the replicas' gradients in waves of
 // FoldWave() replicas instead of moving their buffers. Over three steps of 40
 // replicas (several waves, short and empty replicas), with 1 and 8 threads (other
@@ -336,14 +350,9 @@ TEST(FoldedReduction, GivesTheCollectivesBits) {
               EXPECT_TRUE(r.check->within_bound) << r.check->explanation;
             }
             EXPECT_EQ(r.folded, fold_above == 0);
-            const std::vector<float> g = Flatten(reduced);
-            all.insert(all.end(), g.begin(), g.end());
-            all.push_back(r.loss);
+            AppendStep(all, reduced, r.loss);
           }
-          const std::vector<float> v = Flatten(cluster->variables());
-          all.insert(all.end(), v.begin(), v.end());
-          EXPECT_TRUE(cluster->ReplicasInSync());
-          results.push_back(std::move(all));
+          results.push_back(WithVariables(std::move(all), *cluster));
         }
       for (std::size_t k = 1; k < results.size(); ++k)
         EXPECT_TRUE(SameBits(results[k], results[0])) << (math == MathMode::kExact ? "exact" : "fast") << " convention "
@@ -404,15 +413,9 @@ TEST(CompactExactAllReduce, GivesTheWordsBits) {
                           ? cluster->TrainStep(setup.data, micro[0], global_batch, 1e-3f, step, &reduced)
                           : cluster->TrainAccumulatedStep(setup.data, group, global_batch, 1e-3f, step, &reduced);
         ASSERT_TRUE(result.ok()) << result.status().message();
-        const StepResult& r = *result;
-        const std::vector<float> g = Flatten(reduced);
-        all.insert(all.end(), g.begin(), g.end());
-        all.push_back(r.loss);
+        AppendStep(all, reduced, result->loss);
       }
-      const std::vector<float> v = Flatten(cluster->variables());
-      all.insert(all.end(), v.begin(), v.end());
-      EXPECT_TRUE(cluster->ReplicasInSync());
-      results.push_back(std::move(all));
+      results.push_back(WithVariables(std::move(all), *cluster));
       bytes.push_back(cluster->message_log().TotalBytes());
     }
     const std::string what = std::string(StrategyName(c.strategy)) + " accumulation " + std::to_string(c.accumulation) +
