@@ -2,7 +2,9 @@
 // for a Fashion-MNIST batch (8 examples per replica, initial weights), all-reduced
 //   float    the replicas' rounded gradients, ring, float SUM (what fast mode moves);
 //   words    the kExactWords int64 words per value, ring, then rounded once;
-//   compact  sim/comm/compact_exact.h over the same ring: same bits as `words`.
+//   compact  sim/comm/compact_exact.h over the same ring: same bits as `words`; from
+//            the words (encoded: 0) or from gradients encoded beforehand, as a
+//            training step's waves leave them (encoded: 1).
 // Counters: bytes_per_value on the wire per replica (float: 4) and, for compact, the
 // values each window round carried. docs/performance.md has the figures.
 //
@@ -140,8 +142,22 @@ void BM_Compact(benchmark::State& state) {
                                           AllReduce<std::int64_t>(b, ReduceOp::kSum, {});
                                           return Status::Ok();
                                         }};
+  // encoded = 1: the replicas' gradients encoded beforehand, as a training step's
+  // waves leave them (CompactGradient), so only the rounds are timed; 0: from the
+  // words, encoding included.
+  const bool encoded = state.range(2) != 0;
+  std::vector<CompactGradient> gradients(b.buffers.size());
+  std::vector<const CompactGradient*> pointers;
+  for (std::size_t r = 0; r < gradients.size(); ++r) {
+    if (encoded) gradients[r].Encode(b.buffers[r]);
+    pointers.push_back(&gradients[r]);
+  }
   CompactExactStats stats;
   for (auto _ : state) {
+    if (encoded) {
+      stats = std::move(CompactExactAllReduce(pointers, b.out_spans, n, collectives)).value();
+      continue;
+    }
     state.PauseTiming();
     b.buffers = g.words;
     state.ResumeTiming();
@@ -167,7 +183,10 @@ void BM_Compact(benchmark::State& state) {
 // Args: replicas, threads.
 BENCHMARK(BM_Float)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();
 BENCHMARK(BM_Words)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();
-BENCHMARK(BM_Compact)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();
+BENCHMARK(BM_Compact)
+    ->ArgsProduct({{2, 8, 64}, {2}, {0, 1}})
+    ->ArgNames({"replicas", "threads", "encoded"})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace dtlab
