@@ -236,17 +236,21 @@ std::int64_t CompactGradient::bytes() const {
 
 StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const std::span<std::int64_t>> inputs,
                                                   std::span<const std::span<float>> outputs, std::int32_t replicas,
-                                                  const ExactSumCollectives& collectives) {
+                                                  const ExactSumCollectives& collectives,
+                                                  CompactExactWorkspace* workspace) {
   std::vector<CompactGradient> encoded(inputs.size());
   tbb::parallel_for(std::size_t{0}, inputs.size(), [&](std::size_t r) { encoded[r].Encode(inputs[r]); });
   std::vector<const CompactGradient*> pointers;
   for (const CompactGradient& g : encoded) pointers.push_back(&g);
-  return CompactExactAllReduce(pointers, outputs, replicas, collectives);
+  return CompactExactAllReduce(pointers, outputs, replicas, collectives, workspace);
 }
 
 StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradient* const> inputs,
                                                   std::span<const std::span<float>> outputs, std::int32_t replicas,
-                                                  const ExactSumCollectives& collectives) {
+                                                  const ExactSumCollectives& collectives,
+                                                  CompactExactWorkspace* workspace) {
+  CompactExactWorkspace local_workspace;
+  if (workspace == nullptr) workspace = &local_workspace;
   assert(inputs.size() == outputs.size() && !inputs.empty() && replicas >= 1 && replicas < (1 << 20));
   const auto local = inputs.size();
   const auto count = static_cast<std::int64_t>(outputs[0].size());
@@ -261,7 +265,9 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   stats.values = count;
 
   // Round 1: each block's scale.
-  std::vector<std::vector<float>> scales(local, std::vector<float>(static_cast<std::size_t>(blocks)));
+  std::vector<std::vector<float>>& scales = workspace->scales;
+  scales.resize(local);
+  for (std::vector<float>& s : scales) s.resize(static_cast<std::size_t>(blocks));
   tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local) * blocks, [&](std::int64_t task) {
     const auto r = static_cast<std::size_t>(task / blocks);
     const auto block = static_cast<std::size_t>(task % blocks);
@@ -309,7 +315,8 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
 
   // Round 2 and the refinements: one word per windowed value, then the whole values.
   std::vector<Pending> pending;
-  std::vector<std::vector<std::int64_t>> buffers(local);
+  std::vector<std::vector<std::int64_t>>& buffers = workspace->words;
+  buffers.resize(local);
   for (bool first = true; first || !pending.empty(); first = false) {
     const auto sent = static_cast<std::int64_t>(first ? windowed.size() : pending.size());
     const std::int64_t size = sent + (first ? stats.full_values * kExactWords : 0);
@@ -332,7 +339,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local), [&](std::int64_t r64) {
       const auto r = static_cast<std::size_t>(r64);
       std::vector<std::int64_t>& buffer = buffers[r];
-      buffer.assign(static_cast<std::size_t>(size), 0);
+      buffer.resize(static_cast<std::size_t>(size));  // every word is written below
       tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
         for (std::int64_t k = chunk * kGrain; k < std::min(sent, (chunk + 1) * kGrain); ++k) {
           const auto j = static_cast<std::size_t>(k);

@@ -803,11 +803,11 @@ Status Cluster::ReduceCompactly(std::int64_t step) {
   if (compacted_) {
     std::vector<const CompactGradient*> encoded;
     for (const Replica& replica : replicas_) encoded.push_back(&replica.compact);
-    return CompactExactAllReduce(encoded, outputs, config_.replicas, collectives).status();
+    return CompactExactAllReduce(encoded, outputs, config_.replicas, collectives, &compact_workspace_).status();
   }
   std::vector<std::span<std::int64_t>> words;
   for (Replica& replica : replicas_) words.emplace_back(replica.words);
-  return CompactExactAllReduce(words, outputs, config_.replicas, collectives).status();
+  return CompactExactAllReduce(words, outputs, config_.replicas, collectives, &compact_workspace_).status();
 }
 
 Status Cluster::CollectiveStatus(const std::string& collective, std::int64_t step) const {

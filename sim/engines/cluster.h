@@ -361,6 +361,7 @@ class Cluster final : public TrainingEngine {
   bool folded_ = false;
   // CompactsGradients: the same waves of slots_, each replica's slot then encoded.
   bool compacted_ = false;
+  CompactExactWorkspace compact_workspace_;  // the compact all-reduce's buffers, kept from step to step
   std::vector<GradientSlot> slots_;
   std::vector<std::int64_t> folded_words_;
   ParameterList<float> folded_grads_;
