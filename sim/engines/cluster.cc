@@ -715,7 +715,8 @@ Status Cluster::ReduceGradients(std::int64_t step) {
     return Status::Ok();
   }
   if constexpr (kExact) {
-    if (config_.exact_all_reduce == ExactAllReduce::kCompact && !central()) {
+    // One replica has nothing to send: its words are rounded as they are.
+    if (config_.exact_all_reduce == ExactAllReduce::kCompact && !central() && config_.replicas > 1) {
       DTLAB_RETURN_IF_ERROR(ReduceCompactly(step));
       if (mean)
         tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {

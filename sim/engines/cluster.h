@@ -200,11 +200,11 @@ class Cluster final : public TrainingEngine {
   bool folded() const { return folded_; }
   /// True when exact mode's compact all-reduce reads the replicas' gradients encoded
   /// (CompactGradient, about 20 bytes per value) instead of their accumulator words:
-  /// up to config.fold_above replicas where the fold could run. The replicas then
+  /// from 2 up to config.fold_above replicas where the fold could run. The replicas then
   /// compute in waves, as folded ones do, and each keeps only its encoding.
   static bool CompactsGradients(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
     return config.math == MathMode::kExact && config.exact_all_reduce == ExactAllReduce::kCompact &&
-           !FoldsReduction(config, model, worker_group) && CanFold(config, model, worker_group);
+           config.replicas > 1 && !FoldsReduction(config, model, worker_group) && CanFold(config, model, worker_group);
   }
   bool compacted() const { return compacted_; }
   /// Replicas whose gradients the folded reduction computes at once (its wave).

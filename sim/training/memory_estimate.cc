@@ -35,7 +35,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     e.replicas_bytes = e.per_replica_bytes * n +
                        std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * (in.exact ? words : p * f) +
                        2.0 * p * f + words;
-  } else if (in.exact && in.compact && in.compacted) {
+  } else if (in.exact && in.compact && in.compacted && in.replicas > 1) {
     // weights, the reduced gradient (packed and unpacked), the optimizer slots, the
     // encoded gradient (CompactGradient: 16 bytes of window and a 2-byte lsb per
     // value, a bound per block) and the compact all-reduce's word per value and
@@ -49,7 +49,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     if (in.accumulating) e.per_replica_bytes += in.exact ? words : p * f;
     // The compact all-reduce (sim/comm/compact_exact.h) from the words: each
     // replica's encoding, a word per value and a float per block.
-    if (in.exact && in.compact && !in.central_storage)
+    if (in.exact && in.compact && !in.central_storage && in.replicas > 1)
       e.per_replica_bytes += p * (20.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
     e.replicas_bytes = e.per_replica_bytes * n;
   }
@@ -68,7 +68,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     e.batch_bytes += static_cast<double>(in.batch_norm_words) * sizeof(std::int64_t) * (chunks + n);
   }
   // The compact all-reduce's two rounds: two collectives' messages.
-  const double rounds = in.exact && in.compact && !in.central_storage ? 2.0 : 1.0;
+  const double rounds = in.exact && in.compact && !in.central_storage && in.replicas > 1 ? 2.0 : 1.0;
   const double messages = folded ? 0.0 : rounds * in.all_reduce.info().log_messages(n);
   e.message_log_bytes = messages * sizeof(Message);
   e.total_bytes = e.replicas_bytes + e.batch_bytes + e.message_log_bytes;
