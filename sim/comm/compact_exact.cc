@@ -123,31 +123,13 @@ struct Pending {
   Words known;
 };
 
-Status SameOnEveryReplica(std::span<const std::span<std::int64_t>> words, std::span<const std::span<float>> floats,
-                          const char* what) {
-  for (std::size_t r = 1; r < words.size(); ++r)
-    if (std::memcmp(words[r].data(), words[0].data(), words[0].size_bytes()) != 0)
-      return Status::Runtime(std::string("compact exact all-reduce: the replicas read different ") + what);
-  for (std::size_t r = 1; r < floats.size(); ++r)
-    if (std::memcmp(floats[r].data(), floats[0].data(), floats[0].size_bytes()) != 0)
+template <typename T>
+Status SameOnEveryReplica(std::span<const std::span<T>> buffers, const char* what) {
+  for (std::size_t r = 1; r < buffers.size(); ++r)
+    if (std::memcmp(buffers[r].data(), buffers[0].data(), buffers[0].size_bytes()) != 0)
       return Status::Runtime(std::string("compact exact all-reduce: the replicas read different ") + what);
   return Status::Ok();
 }
-
-}  // namespace
-
-StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name) {
-  return ParseEnumName(name, kKinds, "exact all-reduce");
-}
-
-std::string_view ExactAllReduceName(ExactAllReduce kind) { return EnumName(kind, kKinds); }
-
-double CompactExactStats::BytesPerValue() const {
-  if (values == 0) return 0.0;
-  return static_cast<double>(scale_floats * 4 + words * 8) / static_cast<double>(values);
-}
-
-namespace {
 
 const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
   const auto it = std::lower_bound(g.deep_index.begin(), g.deep_index.end(), i);
@@ -155,12 +137,17 @@ const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
   return g.deep_words.data() + (it - g.deep_index.begin()) * kExactWords;
 }
 
+// Value i of a CompactGradient that is not kDeep: floor(V / 2^base), exact.
+ExactInt128 Window(const CompactGradient& g, std::int64_t i) {
+  const auto j = static_cast<std::size_t>(2 * i);
+  return static_cast<ExactInt128>(static_cast<Uint128>(g.window[j + 1]) << 64 | g.window[j]);
+}
+
 // Bits [p, p + 64) of value i of g (two's complement).
 std::uint64_t BitsAt(const CompactGradient& g, std::int64_t i, int p) {
   const int base = g.base[static_cast<std::size_t>(i)];
   if (base == CompactGradient::kDeep) return Bits64(DeepWords(g, i), p);
-  const auto j = static_cast<std::size_t>(2 * i);
-  const auto window = static_cast<ExactInt128>(static_cast<Uint128>(g.window[j + 1]) << 64 | g.window[j]);
+  const ExactInt128 window = Window(g, i);
   const int shift = p - base;
   if (shift >= 0)
     return shift >= 127 ? (window < 0 ? ~std::uint64_t{0} : 0) : static_cast<std::uint64_t>(window >> shift);
@@ -176,12 +163,22 @@ void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
     std::copy_n(DeepWords(g, i), kExactWords, out);
     return;
   }
-  const auto j = static_cast<std::size_t>(2 * i);
   std::fill_n(out, kExactWords, 0);
-  ExactAddInt128(out, static_cast<ExactInt128>(static_cast<Uint128>(g.window[j + 1]) << 64 | g.window[j]), base);
+  ExactAddInt128(out, Window(g, i), base);
 }
 
 }  // namespace
+
+StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name) {
+  return ParseEnumName(name, kKinds, "exact all-reduce");
+}
+
+std::string_view ExactAllReduceName(ExactAllReduce kind) { return EnumName(kind, kKinds); }
+
+double CompactExactStats::BytesPerValue() const {
+  if (values == 0) return 0.0;
+  return static_cast<double>(scale_floats * 4 + words * 8) / static_cast<double>(values);
+}
 
 void CompactGradient::Encode(std::span<std::int64_t> words) {
   assert(words.size() % kExactWords == 0);
@@ -238,7 +235,10 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const std::span<std:
                                                   std::span<const std::span<float>> outputs, std::int32_t replicas,
                                                   const ExactSumCollectives& collectives,
                                                   CompactExactWorkspace* workspace) {
-  std::vector<CompactGradient> encoded(inputs.size());
+  CompactExactWorkspace local_workspace;
+  if (workspace == nullptr) workspace = &local_workspace;
+  std::vector<CompactGradient>& encoded = workspace->encoded;
+  encoded.resize(inputs.size());
   tbb::parallel_for(std::size_t{0}, inputs.size(), [&](std::size_t r) { encoded[r].Encode(inputs[r]); });
   std::vector<const CompactGradient*> pointers;
   for (const CompactGradient& g : encoded) pointers.push_back(&g);
@@ -279,12 +279,12 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   {
     std::vector<std::span<float>> spans(scales.begin(), scales.end());
     DTLAB_RETURN_IF_ERROR(collectives.sum_floats(spans));
-    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica({}, spans, "block scales"));
+    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<float>(spans, "block scales"));
   }
   stats.scale_floats = replicas > 1 ? blocks : 0;
 
-  // The windows, from the scales every replica read: a zero block needs nothing; a
-  // block with a non-finite or huge term sends whole accumulators.
+  // The windows, from the scales every replica read: a zero block sends zero words, a
+  // block with a non-finite or huge term whole accumulators.
   const std::vector<float>& scale = scales[0];
   std::vector<std::int64_t> windowed;  // value indices, in order
   std::vector<int> window_lsb;         // per windowed value
@@ -356,7 +356,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     });
     std::vector<std::span<std::int64_t>> spans(buffers.begin(), buffers.end());
     DTLAB_RETURN_IF_ERROR(collectives.sum_words(spans));
-    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica(spans, {}, "window sums"));
+    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(spans, "window sums"));
 
     // Decide from the sums, once: every replica read the same ones.
     const std::vector<std::int64_t>& sum = buffers[0];

@@ -97,6 +97,7 @@ struct CompactGradient {
 struct CompactExactWorkspace {
   std::vector<std::vector<float>> scales;
   std::vector<std::vector<std::int64_t>> words;
+  std::vector<CompactGradient> encoded;  // the replicas' words, encoded (the overload that takes words)
 };
 
 /// outputs[r][i] = the sum over all `replicas` replicas of value i of inputs[r],

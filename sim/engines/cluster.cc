@@ -714,25 +714,19 @@ Status Cluster::ReduceGradients(std::int64_t step) {
     }
     return Status::Ok();
   }
-  if constexpr (kExact) {
-    // One replica has nothing to send: its words are rounded as they are.
-    if (config_.exact_all_reduce == ExactAllReduce::kCompact && !central() && config_.replicas > 1) {
-      DTLAB_RETURN_IF_ERROR(ReduceCompactly(step));
-      if (mean)
-        tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
-          for (float& g : replicas_[k].flat) g /= static_cast<float>(config_.replicas);
-        });
-      return Status::Ok();
-    }
-  }
   // The collective. Exact mode moves accumulator words: integer addition makes every
   // algorithm and every grouping give the same words, which are then rounded once.
-  DTLAB_RETURN_IF_ERROR(ReduceAcrossReplicas<Word>(mean && !kExact ? ReduceOp::kMean : ReduceOp::kSum, step));
+  // Compactly (the default; a single replica has nothing to send), the rounds hand
+  // every replica that rounded sum.
+  const bool compact =
+      kExact && config_.exact_all_reduce == ExactAllReduce::kCompact && !central() && config_.replicas > 1;
+  DTLAB_RETURN_IF_ERROR(compact ? ReduceCompactly(step)
+                                : ReduceAcrossReplicas<Word>(mean && !kExact ? ReduceOp::kMean : ReduceOp::kSum, step));
   if constexpr (kExact) {
     const auto holders = static_cast<std::int32_t>(central() ? 1 : replicas_.size());
     tbb::parallel_for(0, holders, [&](std::int32_t r) {
       Replica& replica = replicas_[static_cast<std::size_t>(r)];
-      RoundWords(replica.words, replica.flat);
+      if (!compact) RoundWords(replica.words, replica.flat);
       if (mean)
         for (float& g : replica.flat) g /= static_cast<float>(config_.replicas);
     });

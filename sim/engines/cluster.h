@@ -204,7 +204,7 @@ class Cluster final : public TrainingEngine {
   /// compute in waves, as folded ones do, and each keeps only its encoding.
   static bool CompactsGradients(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
     return config.math == MathMode::kExact && config.exact_all_reduce == ExactAllReduce::kCompact &&
-           config.replicas > 1 && !FoldsReduction(config, model, worker_group) && CanFold(config, model, worker_group);
+           config.replicas > 1 && config.replicas <= config.fold_above && CanFold(config, model, worker_group);
   }
   bool compacted() const { return compacted_; }
   /// Replicas whose gradients the folded reduction computes at once (its wave).

@@ -27,6 +27,12 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   MemoryEstimate e;
   const double words = in.exact ? p * kExactWords * sizeof(std::int64_t) : 0.0;
   const bool folded = in.fold_above >= 0 && in.replicas > in.fold_above;
+  // Exact mode's compact all-reduce (sim/comm/compact_exact.h), where a step sends
+  // one: per replica the encoded gradient (CompactGradient: a 16-byte window, a
+  // 2-byte base and a 2-byte lsb per value, a bound per block), a word per value and
+  // a float per block to send.
+  const bool compact_all_reduce = in.exact && in.compact && !in.central_storage && in.replicas > 1;
+  const double compact_bytes = p * (20.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
   e.folded = folded;
   if (folded) {
     // weights and slots per replica; a wave's gradients (fast mode) or words (exact),
@@ -35,22 +41,17 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     e.replicas_bytes = e.per_replica_bytes * n +
                        std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * (in.exact ? words : p * f) +
                        2.0 * p * f + words;
-  } else if (in.exact && in.compact && in.compacted && in.replicas > 1) {
-    // weights, the reduced gradient (packed and unpacked), the optimizer slots, the
-    // encoded gradient (CompactGradient: 16 bytes of window and a 2-byte lsb per
-    // value, a bound per block) and the compact all-reduce's word per value and
-    // float per block; a wave's words in the slots.
-    e.per_replica_bytes =
-        p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + p * (16.0 + 2.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
+  } else if (compact_all_reduce && in.fold_above >= 0) {
+    // Where the fold could run, below it (Cluster::CompactsGradients): weights, the
+    // reduced gradient (packed and unpacked), the optimizer slots and the compact
+    // all-reduce's bytes; a wave's words in the slots.
+    e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + compact_bytes;
     e.replicas_bytes = e.per_replica_bytes * n + std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * words;
   } else {
     // weights, gradients, the packed collective buffer, the optimizer slots.
     e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + words;
     if (in.accumulating) e.per_replica_bytes += in.exact ? words : p * f;
-    // The compact all-reduce (sim/comm/compact_exact.h) from the words: each
-    // replica's encoding, a word per value and a float per block.
-    if (in.exact && in.compact && !in.central_storage && in.replicas > 1)
-      e.per_replica_bytes += p * (20.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
+    if (compact_all_reduce) e.per_replica_bytes += compact_bytes;  // encoded from the words
     e.replicas_bytes = e.per_replica_bytes * n;
   }
   if (in.central_storage) e.replicas_bytes += p * f * (1.0 + static_cast<double>(in.optimizer_slots));
@@ -68,7 +69,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     e.batch_bytes += static_cast<double>(in.batch_norm_words) * sizeof(std::int64_t) * (chunks + n);
   }
   // The compact all-reduce's two rounds: two collectives' messages.
-  const double rounds = in.exact && in.compact && !in.central_storage && in.replicas > 1 ? 2.0 : 1.0;
+  const double rounds = compact_all_reduce ? 2.0 : 1.0;
   const double messages = folded ? 0.0 : rounds * in.all_reduce.info().log_messages(n);
   e.message_log_bytes = messages * sizeof(Message);
   e.total_bytes = e.replicas_bytes + e.batch_bytes + e.message_log_bytes;

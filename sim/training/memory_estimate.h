@@ -37,11 +37,10 @@ struct RunMemoryInput {
   std::int64_t optimizer_slots = 0;   // adam 2, rmsprop 1, sgd 0 or 1
   std::int32_t replicas = 1;          // replicas held by this process
   bool exact = false;                 // exact mode: accumulator words per replica
-  bool compact = false;               // exact mode's compact all-reduce: its buffers per replica
-  /// Cluster::CompactsGradients but the replica count: up to fold_above replicas
-  /// compute in waves of `fold_wave` slots and keep their gradients encoded (about
-  /// 20 bytes per value), not as words.
-  bool compacted = false;
+  /// Exact mode's compact all-reduce (--exact-all-reduce compact): its buffers per
+  /// replica; below fold_above, where the fold could run, the replicas compute in
+  /// waves and keep only their encoded gradients (Cluster::CompactsGradients).
+  bool compact = false;
   bool accumulating = false;      // gradient accumulation: one more gradient (or words) per replica
   bool central_storage = false;   // one more copy of weights and slots on the host
   std::int64_t global_batch = 1;  // examples gathered per step (the whole optimizer step's)

@@ -258,7 +258,6 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   input.compact = config.cluster.exact_all_reduce == ExactAllReduce::kCompact;
   if (Cluster::CanFold(config.cluster, model, config.worker_group != nullptr))
     input.fold_above = config.cluster.fold_above, input.fold_wave = Cluster::FoldWave();
-  input.compacted = Cluster::CanFold(config.cluster, model, config.worker_group != nullptr);  // and not folded
   return input;
 }
 

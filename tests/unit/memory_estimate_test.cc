@@ -137,6 +137,31 @@ TEST(MemoryEstimate, TheFoldedReductionHoldsOneWaveOfGradients) {
   }
 }
 
+// Exact mode's compact all-reduce: where the fold could run, each replica holds its
+// encoded gradient (20 bytes per value), a word and a float per 32 values to send,
+// and the float state, with one wave's words in the slots; elsewhere it keeps its
+// words and adds the encoding. One replica sends nothing and keeps the words alone.
+TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
+  RunMemoryInput input = Input(64);
+  input.exact = true;
+  input.compact = true;
+  input.fold_above = 256;
+  input.fold_wave = 16;
+  const double words = 1000.0 * kExactWords * 8, compact = 1000.0 * (20 + 8 + 6.0 / 32);
+  const MemoryEstimate waves = EstimateRunMemory(input);
+  EXPECT_DOUBLE_EQ(waves.per_replica_bytes, 1000.0 * 4 * 5 + compact);  // weights, 2 slots, the reduced gradient twice
+  EXPECT_DOUBLE_EQ(waves.replicas_bytes, 64 * waves.per_replica_bytes + 16 * words);
+  input.fold_above = -1;  // where the fold cannot run: the words, then their encoding
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).per_replica_bytes, 1000.0 * 4 * 5 + words + compact);
+  input.compact = false;
+  const MemoryEstimate plain = EstimateRunMemory(input);
+  EXPECT_DOUBLE_EQ(plain.per_replica_bytes, 1000.0 * 4 * 5 + words);
+  EXPECT_DOUBLE_EQ(waves.message_log_bytes, 2 * plain.message_log_bytes);  // two rounds
+  input.compact = true;
+  input.replicas = 1;
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).per_replica_bytes, plain.per_replica_bytes);
+}
+
 TEST(MemoryEstimate, MaxMemoryLimitsThePeak) {
   const auto limited = AvailableMemoryForRun(1.0 * (1 << 30), 200.0 * (1 << 20));
   ASSERT_TRUE(limited.has_value());
