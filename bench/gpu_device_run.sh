@@ -6,9 +6,10 @@
 # to $OUT (or ./gpu-out). docs/gpu.md, "On a lent GPU machine".
 # Usage: bench/gpu_device_run.sh [STEPS] [BUDGET_SECONDS]
 #   PARTS="throughput all" bench/gpu_device_run.sh ...  runs only those parts, in this
-#   order: replay (tests/cli/replay.sh), train (checked training), throughput
-#   (bench/gpu_throughput.sh, with PyTorch where a Python on the machine has it), all
-#   (bench/gpu_replay_all.sh). Default: "replay train all".
+#   order: replay (tests/cli/replay.sh), train (checked training), waves (exact
+#   training below and above the fold on cpu and cuda, compact and words all-reduce),
+#   throughput (bench/gpu_throughput.sh, with PyTorch where a Python on the machine has
+#   it), all (bench/gpu_replay_all.sh). Default: "replay train all".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-4}
@@ -41,6 +42,22 @@ for b in cpu cuda; do
     >"$out/train_$b.json" 2>"$out/train_$b.err"
   echo "$b: exit $? $(python3 -c "import json; d=json.load(open('$out/train_$b.json')); print(round(d['images_per_second']), 'images/s, weights', d['weights_digest'])" 2>/dev/null)"
 done
+fi
+if [[ $parts == *" waves "* ]]; then
+  # Exact mode below the fold computes in waves of slots and reduces through the
+  # compact all-reduce; above it the cluster folds: each on cpu and cuda, compact and
+  # words, every step checked against one device; the digests of a row must match.
+  echo "== exact waves and folds, cpu and cuda, compact and words =="
+  echo "| replicas | backend | exact all-reduce | exit | s | check | weights digest |"
+  echo "|---|---|---|---|---|---|---|"
+  for n in 8 64 300; do for b in cpu cuda; do for k in compact words; do
+    t0=$(date +%s.%N)
+    timeout 120 "$D" train --backend $b --replicas $n --batch-per-replica 1 --math exact --exact-all-reduce $k \
+      --check-reference --steps 3 --no-progress --json >"$out/waves.json" 2>"$out/waves_${n}_${b}_$k.err"
+    code=$?
+    python3 -c "import json,sys; d=json.load(open('$out/waves.json')); c=d['reference_check']; print('| $n | $b | $k | $code | %.1f | %s | %s |' % ($(date +%s.%N)-$t0, 'bitwise' if c['bitwise_equal'] else 'FAIL', d['weights_digest']))" 2>/dev/null ||
+      echo "| $n | $b | $k | $code | - | - | - |"
+  done; done; done
 fi
 if [[ $parts == *" throughput "* ]]; then
   echo "== bench/gpu_throughput.sh =="

@@ -3,6 +3,7 @@
 # with 4 streams, and with the cluster cut to 1 replica (--set cluster.replicas=1),
 # then fast mode; one line per replay: the table the docs record with the device name. Usage: bench/gpu_replay_all.sh [DTLAB] [STEPS]
 #   BACKEND=emulated bench/gpu_replay_all.sh ...  tries it without a GPU
+#   SCENARIOS="scale tf-vs-ddp" bench/gpu_replay_all.sh ...  replays only those
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dtlab=${1:-$here/../build/release/cli/dtlab}
@@ -12,7 +13,7 @@ limit=()
 [ -n "$steps" ] && limit=(--steps "$steps")
 "$dtlab" devices | head -1
 "$dtlab" devices --json | python3 -c "import json,sys; [print('GPU', d['index'], d['name']) for d in json.load(sys.stdin)['devices']]"
-scenarios=$("$dtlab" list --json | python3 -c "import json,sys; print(' '.join(s['name'] for s in json.load(sys.stdin)['scenarios']))")
+scenarios=${SCENARIOS:-$("$dtlab" list --json | python3 -c "import json,sys; print(' '.join(s['name'] for s in json.load(sys.stdin)['scenarios']))")}
 echo
 echo "| scenario | mode | streams | replicas | steps compared | differ | all-reduce method | busbw GB/s | #wrong | exit |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
