@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cassert>
 #include <cmath>
@@ -84,7 +85,7 @@ Shape ShapeOf(const std::int64_t* words) {
 // Rounds m 2^lsb + f to float, for some 0 <= f < 2^lsb (sticky: f != 0), in units
 // of 2^kExactLsbExponent, when that is simple: the result normal or overflowing and
 // the fraction f below the rounding bit. Returns false otherwise.
-bool RoundFast(std::int64_t m, bool sticky, int lsb, float& out) {
+[[gnu::always_inline]] inline bool RoundFast(std::int64_t m, bool sticky, int lsb, float& out) {
   if (m == 0 && !sticky) return out = 0.0f, true;
   const bool negative = m < 0;
   // A negative m with a fraction: |m 2^lsb + f| = (|m| - 1) 2^lsb + (2^lsb - f).
@@ -94,16 +95,23 @@ bool RoundFast(std::int64_t m, bool sticky, int lsb, float& out) {
   if (sticky && width < 25) return false;
   const int top_exponent = width - 1 + lsb + kExactLsbExponent;
   if (top_exponent < -126) return false;
-  const int shift = std::max(width - 24, 0);
-  std::uint64_t keep = magnitude >> shift;
-  if (shift > 0) {
+  // keep: the 24 significant bits, rounded to nearest even, in [2^23, 2^24].
+  std::uint64_t keep;
+  if (width > 24) {
+    const int shift = width - 24;
+    keep = magnitude >> shift;
     const std::uint64_t rest = magnitude & ((std::uint64_t{1} << shift) - 1);
     const std::uint64_t half = std::uint64_t{1} << (shift - 1);
     keep += rest > half || (rest == half && (sticky || (keep & 1) != 0));
+  } else {
+    keep = magnitude << (24 - width);
   }
-  const float result = top_exponent > 127 ? std::numeric_limits<float>::infinity()
-                                          : std::ldexp(static_cast<float>(keep), shift + lsb + kExactLsbExponent);
-  out = negative ? -result : result;
+  // The float's bits: biased exponent above the 23 fraction bits. A keep of 2^24 (the
+  // rounding carried) adds one to the exponent, and past 2^127 gives infinity's bits.
+  const std::uint32_t bits = top_exponent > 127 ? 0x7f800000u
+                                                : (static_cast<std::uint32_t>(top_exponent + 127) << 23) +
+                                                      static_cast<std::uint32_t>(keep - (std::uint64_t{1} << 23));
+  out = std::bit_cast<float>(bits | (negative ? 0x80000000u : 0u));
   return true;
 }
 
@@ -125,10 +133,17 @@ struct Pending {
 
 template <typename T>
 Status SameOnEveryReplica(std::span<const std::span<T>> buffers, const char* what) {
-  for (std::size_t r = 1; r < buffers.size(); ++r)
-    if (std::memcmp(buffers[r].data(), buffers[0].data(), buffers[0].size_bytes()) != 0)
-      return Status::Runtime(std::string("compact exact all-reduce: the replicas read different ") + what);
+  std::atomic<bool> same = true;
+  tbb::parallel_for(std::size_t{1}, buffers.size(), [&](std::size_t r) {
+    if (std::memcmp(buffers[r].data(), buffers[0].data(), buffers[0].size_bytes()) != 0) same = false;
+  });
+  if (!same) return Status::Runtime(std::string("compact exact all-reduce: the replicas read different ") + what);
   return Status::Ok();
+}
+
+// 2^e as a float, for e in [-149, 127]: from its bits (subnormal below -126).
+float PowerOfTwo(int e) {
+  return std::bit_cast<float>(e >= -126 ? static_cast<std::uint32_t>(e + 127) << 23 : std::uint32_t{1} << (e + 149));
 }
 
 const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
@@ -139,20 +154,45 @@ const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
 
 // Value i of a CompactGradient that is not kDeep: floor(V / 2^base), exact.
 ExactInt128 Window(const CompactGradient& g, std::int64_t i) {
-  const auto j = static_cast<std::size_t>(2 * i);
-  return static_cast<ExactInt128>(static_cast<Uint128>(g.window[j + 1]) << 64 | g.window[j]);
+  const auto j = static_cast<std::size_t>(i);
+  return static_cast<ExactInt128>(static_cast<Uint128>(g.window_high[j]) << 64 | g.window_low[j]);
 }
 
 // Bits [p, p + 64) of value i of g (two's complement).
 std::uint64_t BitsAt(const CompactGradient& g, std::int64_t i, int p) {
   const int base = g.base[static_cast<std::size_t>(i)];
   if (base == CompactGradient::kDeep) return Bits64(DeepWords(g, i), p);
+  // V = window 2^base exactly (Encode keeps a window only where no bit lies below
+  // base). Both shifts, then a select: the sign of p - base varies from value to
+  // value, and a branch on it is mispredicted about half the time.
   const ExactInt128 window = Window(g, i);
   const int shift = p - base;
-  if (shift >= 0)
-    return shift >= 127 ? (window < 0 ? ~std::uint64_t{0} : 0) : static_cast<std::uint64_t>(window >> shift);
-  if (-shift >= 64) return 0;  // below base: no bits
-  return static_cast<std::uint64_t>(static_cast<Uint128>(window) << -shift);
+  const auto right = static_cast<std::uint64_t>(window >> std::clamp(shift, 0, 127));
+  const auto left = static_cast<std::uint64_t>(static_cast<Uint128>(window) << std::clamp(-shift, 0, 127));
+  return shift >= 0 ? right : left;
+}
+
+// Round 2's words for values [begin, end) of g, where every block is windowed (no
+// value is sent whole): bits [L, L + 64) of each value, L its block's window lsb,
+// shifted up by count_bits, plus the sticky bit. BitsAt's work in a loop over plain
+// arrays (the common case; it reads each replica's whole encoding, so it reads the
+// least it can). A block's L is at least the value's bound + count_bits - 60 (its
+// scale sum is at least the value's own scale), so where base = bound - 126, the
+// bits lie in the window's high word alone: L - base >= 64. Only values below 2^126
+// units (base 0) need the low word too.
+void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
+                      std::int64_t end, std::int64_t* out) {
+  const std::int16_t* base = g.base.data();
+  const std::int16_t* value_lsb = g.lsb.data();
+  const std::uint64_t* high = g.window_high.data();
+  for (std::int64_t i = begin; i < end; ++i) {
+    const int lsb = block_lsb[i / kCompactBlock];
+    const int shift = lsb - base[i];  // kDeep: negative
+    const std::uint64_t bits =
+        shift >= 64 ? static_cast<std::uint64_t>(static_cast<std::int64_t>(high[i]) >> std::min(shift - 64, 63))
+                    : BitsAt(g, i, lsb);
+    out[i] = static_cast<std::int64_t>(bits << count_bits) + (value_lsb[i] < lsb);
+  }
 }
 
 // The whole words of value i of g: kept, or rebuilt from its window (a replica whose
@@ -185,7 +225,8 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
   values = static_cast<std::int64_t>(words.size() / kExactWords);
   const std::int64_t blocks = (values + kCompactBlock - 1) / kCompactBlock;
   bound.assign(static_cast<std::size_t>(blocks), 0);
-  window.resize(static_cast<std::size_t>(2 * values));
+  window_low.resize(static_cast<std::size_t>(values));
+  window_high.resize(static_cast<std::size_t>(values));
   lsb.resize(static_cast<std::size_t>(values));
   base.resize(static_cast<std::size_t>(values));
   tbb::parallel_for(std::int64_t{0}, blocks, [&](std::int64_t block) {
@@ -209,10 +250,10 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
       const auto j = static_cast<std::size_t>(i);
       if (whole || lsb[j] < base[j]) {
         base[j] = kDeep;
-        window[2 * j] = window[2 * j + 1] = 0;
+        window_low[j] = window_high[j] = 0;
       } else {
-        window[2 * j] = Bits64(w, base[j]);
-        window[2 * j + 1] = Bits64(w, base[j] + 64);
+        window_low[j] = Bits64(w, base[j]);
+        window_high[j] = Bits64(w, base[j] + 64);
       }
     }
   });
@@ -226,7 +267,8 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
 }
 
 std::int64_t CompactGradient::bytes() const {
-  return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) + window.size() * sizeof(std::uint64_t) +
+  return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) +
+                                   (window_low.size() + window_high.size()) * sizeof(std::uint64_t) +
                                    (lsb.size() + base.size()) * sizeof(std::int16_t) +
                                    deep_index.size() * sizeof(std::int64_t) + deep_words.size() * sizeof(std::int64_t));
 }
@@ -274,7 +316,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     const int bound = inputs[r]->bound[block];
     scales[r][block] = bound == CompactGradient::kWholeBlock ? std::numeric_limits<float>::infinity()
                        : bound == 0                          ? 0.0f
-                                    : std::ldexp(1.0f, std::max(bound, kMinScaleBound) - kScaleBias);
+                                                             : PowerOfTwo(std::max(bound, kMinScaleBound) - kScaleBias);
   });
   {
     std::vector<std::span<float>> spans(scales.begin(), scales.end());
@@ -286,19 +328,21 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   // The windows, from the scales every replica read: a zero block sends zero words, a
   // block with a non-finite or huge term whole accumulators.
   const std::vector<float>& scale = scales[0];
-  std::vector<std::int64_t> windowed;  // value indices, in order
-  std::vector<int> window_lsb;         // per windowed value
-  std::vector<std::int64_t> whole;     // value indices sent whole
+  constexpr int kWholeLsb = -1;
+  std::vector<int> block_lsb(static_cast<std::size_t>(blocks));  // the window's lsb, or kWholeLsb
+  std::vector<std::int64_t> whole;                               // value indices sent whole
   for (std::int64_t block = 0; block < blocks; ++block) {
     const float s = scale[static_cast<std::size_t>(block)];
     const std::int64_t begin = block * kCompactBlock, end = std::min(count, begin + kCompactBlock);
+    int& block_window = block_lsb[static_cast<std::size_t>(block)];
     if (s == 0.0f) {
       // Zero on every replica: the words will be zero. They are sent all the same, so
       // that this round's size depends on the value count alone (the cost model
       // prices it before the step runs).
       stats.zero_values += end - begin;
-      for (std::int64_t i = begin; i < end; ++i) windowed.push_back(i), window_lsb.push_back(0);
+      block_window = 0;
     } else if (!std::isfinite(s)) {
+      block_window = kWholeLsb;
       for (std::int64_t i = begin; i < end; ++i) whole.push_back(i);
     } else {
       // Each replica's |V| < 2^bound, so its quotient is at most 2^(bound - L) in
@@ -307,47 +351,57 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       // is within N ulps of it). So |Q| 2^b < 2^62 + N 2^b: no overflow. The sum of
       // the scales, rather than the largest one times N, saves log2(N) bits where
       // the replicas are alike.
-      const int lsb = std::max(0, std::ilogb(s) + 2 + kScaleBias + count_bits - 62);
-      for (std::int64_t i = begin; i < end; ++i) windowed.push_back(i), window_lsb.push_back(lsb);
+      block_window = std::max(0, std::ilogb(s) + 2 + kScaleBias + count_bits - 62);
     }
   }
   stats.full_values = static_cast<std::int64_t>(whole.size());
+  // The values the first window round carries: all but the whole ones, in order (an
+  // index list only where some are whole).
+  std::vector<std::int64_t> windowed;
+  if (!whole.empty())
+    for (std::int64_t i = 0; i < count; ++i)
+      if (block_lsb[static_cast<std::size_t>(i / kCompactBlock)] != kWholeLsb) windowed.push_back(i);
+  const std::int64_t windowed_count = count - stats.full_values;
 
   // Round 2 and the refinements: one word per windowed value, then the whole values.
   std::vector<Pending> pending;
   std::vector<std::vector<std::int64_t>>& buffers = workspace->words;
   buffers.resize(local);
   for (bool first = true; first || !pending.empty(); first = false) {
-    const auto sent = static_cast<std::int64_t>(first ? windowed.size() : pending.size());
+    const std::int64_t sent = first ? windowed_count : static_cast<std::int64_t>(pending.size());
     const std::int64_t size = sent + (first ? stats.full_values * kExactWords : 0);
     if (size == 0) break;
     stats.sent.push_back(sent);
     stats.words += replicas > 1 ? size : 0;
-    // The window of each value sent this round: [lsb, previous lsb).
-    std::vector<int> lsb(static_cast<std::size_t>(sent)), top(static_cast<std::size_t>(sent));
-    for (std::int64_t k = 0; k < sent; ++k) {
-      const auto j = static_cast<std::size_t>(k);
-      if (first) {
-        lsb[j] = window_lsb[j], top[j] = -1;
-      } else {
-        top[j] = pending[j].lsb, lsb[j] = std::max(0, pending[j].lsb - step);
-      }
-    }
     auto value_index = [&](std::int64_t k) {
-      return first ? windowed[static_cast<std::size_t>(k)] : pending[static_cast<std::size_t>(k)].index;
+      if (!first) return pending[static_cast<std::size_t>(k)].index;
+      return windowed.empty() ? k : windowed[static_cast<std::size_t>(k)];
+    };
+    // The window of value i, sent k-th this round: [its lsb, the previous round's lsb).
+    auto window_lsb = [&](std::int64_t k, std::int64_t i) {
+      return first ? block_lsb[static_cast<std::size_t>(i / kCompactBlock)]
+                   : std::max(0, pending[static_cast<std::size_t>(k)].lsb - step);
     };
     tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local), [&](std::int64_t r64) {
       const auto r = static_cast<std::size_t>(r64);
       std::vector<std::int64_t>& buffer = buffers[r];
       buffer.resize(static_cast<std::size_t>(size));  // every word is written below
       tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
+        if (first && windowed.empty()) {
+          FirstWindowWords(*inputs[r], block_lsb.data(), count_bits, chunk * kGrain,
+                           std::min(sent, (chunk + 1) * kGrain), buffer.data());
+          return;
+        }
         for (std::int64_t k = chunk * kGrain; k < std::min(sent, (chunk + 1) * kGrain); ++k) {
-          const auto j = static_cast<std::size_t>(k);
           const std::int64_t i = value_index(k);
-          std::uint64_t bits = BitsAt(*inputs[r], i, lsb[j]);
-          if (top[j] >= 0) bits &= (std::uint64_t{1} << (top[j] - lsb[j])) - 1;  // [lsb, top): non-negative
-          const bool sticky = inputs[r]->lsb[static_cast<std::size_t>(i)] < lsb[j];
-          buffer[j] = static_cast<std::int64_t>(bits << count_bits) + sticky;
+          const int lsb = window_lsb(k, i);
+          std::uint64_t bits = BitsAt(*inputs[r], i, lsb);
+          if (!first) {  // [lsb, top): non-negative
+            const int top = pending[static_cast<std::size_t>(k)].lsb;
+            bits &= (std::uint64_t{1} << (top - lsb)) - 1;
+          }
+          const bool sticky = inputs[r]->lsb[static_cast<std::size_t>(i)] < lsb;
+          buffer[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(bits << count_bits) + sticky;
         }
       });
       if (first)
@@ -368,21 +422,22 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
         const std::int64_t q = sum[j] >> count_bits;  // arithmetic: floor
         const std::int64_t n = sum[j] & ((std::int64_t{1} << count_bits) - 1);
         const std::int64_t i = value_index(k);
+        const int lsb = window_lsb(k, i);
         float low = 0.0f, high = 0.0f;
         if (first) {
           // S in [q 2^L + n, (q + n) 2^L - n]; both ends as m 2^L + f, 0 < f < 2^L.
-          const bool fast = n == 0 ? RoundFast(q, false, lsb[j], low)
-                                   : (n >> std::min(lsb[j], 62)) == 0 && RoundFast(q, true, lsb[j], low) &&
-                                         RoundFast(q + n - 1, true, lsb[j], high);
+          const bool fast = n == 0 ? RoundFast(q, false, lsb, low)
+                                   : (n >> std::min(lsb, 62)) == 0 && RoundFast(q, true, lsb, low) &&
+                                         RoundFast(q + n - 1, true, lsb, high);
           if (!fast) {
             const Words zero{};
-            low = RoundWords(zero, q, lsb[j], n);
-            if (n != 0) high = RoundWords(zero, q + n, lsb[j], -n);
+            low = RoundWords(zero, q, lsb, n);
+            if (n != 0) high = RoundWords(zero, q + n, lsb, -n);
           }
         } else {
           const Words& known = pending[j].known;
-          low = RoundWords(known, q, lsb[j], n);
-          if (n != 0) high = RoundWords(known, q + n, lsb[j], -n);
+          low = RoundWords(known, q, lsb, n);
+          if (n != 0) high = RoundWords(known, q + n, lsb, -n);
         }
         if (n == 0 || std::bit_cast<std::uint32_t>(low) == std::bit_cast<std::uint32_t>(high))
           out[static_cast<std::size_t>(i)] = low;
@@ -398,13 +453,15 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     for (std::int64_t k = 0; k < sent; ++k) {
       const auto j = static_cast<std::size_t>(k);
       if (!undecided[j]) continue;
-      Pending p{value_index(k), lsb[j], first ? Words{} : pending[j].known};
-      ExactAddInt128(p.known.data(), sum[j] >> count_bits, lsb[j]);
+      const std::int64_t i = value_index(k);
+      Pending p{i, window_lsb(k, i), first ? Words{} : pending[j].known};
+      ExactAddInt128(p.known.data(), sum[j] >> count_bits, p.lsb);
       next.push_back(p);
     }
     pending = std::move(next);
   }
-  for (std::size_t r = 1; r < local; ++r) std::copy(outputs[0].begin(), outputs[0].end(), outputs[r].begin());
+  tbb::parallel_for(std::size_t{1}, local,
+                    [&](std::size_t r) { std::copy(outputs[0].begin(), outputs[0].end(), outputs[r].begin()); });
   return stats;
 }
 

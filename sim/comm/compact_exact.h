@@ -77,12 +77,13 @@ struct CompactGradient {
   static constexpr std::int16_t kWholeBlock = -1;
   static constexpr std::int16_t kDeep = INT16_MAX;
   std::int64_t values = 0;
-  std::vector<std::int16_t> bound;       // per block
-  std::vector<std::uint64_t> window;     // per value: bits [base, base + 64), then [base + 64, base + 128)
-  std::vector<std::int16_t> base;        // per value
-  std::vector<std::int16_t> lsb;         // per value; INT16_MAX for zero
-  std::vector<std::int64_t> deep_index;  // ascending
-  std::vector<std::int64_t> deep_words;  // kExactWords per deep value
+  std::vector<std::int16_t> bound;         // per block
+  std::vector<std::uint64_t> window_low;   // per value: bits [base, base + 64)
+  std::vector<std::uint64_t> window_high;  // per value: bits [base + 64, base + 128)
+  std::vector<std::int16_t> base;          // per value
+  std::vector<std::int16_t> lsb;           // per value; INT16_MAX for zero
+  std::vector<std::int64_t> deep_index;    // ascending
+  std::vector<std::int64_t> deep_words;    // kExactWords per deep value
 
   /// Replaces the contents with the encoding of `words` (values * kExactWords words,
   /// normalized here in place: the same values). Keeps the vectors' capacity.

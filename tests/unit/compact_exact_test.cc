@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <span>
@@ -221,8 +222,10 @@ TEST(CompactExact, RandomValuesOfEveryMagnitude) {
   std::uniform_int_distribution<int> exponent(-149, 127), count(0, 3), pick(0, 9);
   std::uniform_real_distribution<float> significand(1.0f, 2.0f);
   auto draw = [&]() {
-    const float a = std::ldexp(significand(rng), exponent(rng) / 2);
-    const float b = std::ldexp(significand(rng), exponent(rng) / 2);
+    // One in ten: a product below 2^-172 (126 units), whose window starts at bit 0.
+    const bool tiny = pick(rng) == 0;
+    const float a = std::ldexp(significand(rng), tiny ? -149 + std::abs(exponent(rng)) % 8 : exponent(rng) / 2);
+    const float b = std::ldexp(significand(rng), tiny ? -126 - std::abs(exponent(rng)) % 20 : exponent(rng) / 2);
     return (pick(rng) < 5 ? -1.0 : 1.0) * static_cast<double>(a) * static_cast<double>(b);
   };
   for (const std::size_t n : {2, 5, 16}) {
