@@ -255,13 +255,14 @@ void BatchRunner::SumOuterProducts(std::span<const ExampleTerms* const> terms, s
       }
     }
   scratch.row_start.push_back(scratch.nonzero.size());
-  scratch.words.resize(J * kExactWords);
   scratch.window.resize(J);
   scratch.a_significand.resize(static_cast<std::size_t>(rows));
   scratch.a_exponent.resize(static_cast<std::size_t>(rows));
-  std::int64_t* row = scratch.words.data();
   for (std::int64_t i = begin; i < end; ++i) {
-    std::fill(scratch.words.begin(), scratch.words.end(), 0);
+    // Input i's J accumulators, written in place (the caller's words are overwritten).
+    const std::span<std::int64_t> words(out + i * units * kExactWords, J * kExactWords);
+    std::int64_t* row = words.data();
+    std::fill(words.begin(), words.end(), 0);
     std::fill(scratch.window.begin(), scratch.window.end(), 0);
     // a[.][i] decoded, and its largest exponent over the finite nonzero values.
     std::int32_t a_max = 0;
@@ -303,8 +304,7 @@ void BatchRunner::SumOuterProducts(std::span<const ExampleTerms* const> terms, s
     // accumulator bit a_max + b_max - reach - 2 (ExactAddProduct's position).
     for (std::size_t j = 0; j < J; ++j)
       ExactAddInt128(row + j * kExactWords, scratch.window[j], a_max + scratch.b_max[j] - reach - 2);
-    ExactNormalizeAll(scratch.words);
-    std::copy(scratch.words.begin(), scratch.words.end(), out + i * units * kExactWords);
+    ExactNormalizeAll(words);
   }
 }
 

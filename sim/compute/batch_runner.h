@@ -180,7 +180,6 @@ class BatchRunner {
     std::vector<std::size_t> row_start;
     std::vector<std::uint8_t> row_finite;
     std::vector<std::int32_t> b_max, a_significand, a_exponent;
-    std::vector<std::int64_t> words;
     std::vector<ExactInt128> window;
   };
   static void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts,
