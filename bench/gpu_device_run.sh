@@ -52,7 +52,7 @@ if [[ $parts == *" waves "* ]]; then
   echo "|---|---|---|---|---|---|---|"
   for n in 8 64 300; do for b in cpu cuda; do for k in compact words; do
     t0=$(date +%s.%N)
-    timeout 120 "$D" train --backend $b --replicas $n --batch-per-replica 1 --math exact --exact-all-reduce $k \
+    timeout 40 "$D" train --backend $b --replicas $n --batch-per-replica 1 --math exact --exact-all-reduce $k \
       --check-reference --steps 3 --no-progress --json >"$out/waves.json" 2>"$out/waves_${n}_${b}_$k.err"
     code=$?
     python3 -c "import json,sys; d=json.load(open('$out/waves.json')); c=d['reference_check']; print('| $n | $b | $k | $code | %.1f | %s | %s |' % ($(date +%s.%N)-$t0, 'bitwise' if c['bitwise_equal'] else 'FAIL', d['weights_digest']))" 2>/dev/null ||
