@@ -124,6 +124,61 @@ float RoundWords(const Words& known, std::int64_t add_high, int lsb, std::int64_
   return ExactToFloat(words.data());
 }
 
+// Round 2's common case, without branches: whether a value's interval has a
+// fraction (n != 0) and its sign vary from value to value, and branches on them
+// were mispredicted. The interval's ends are m1 2^lsb + f1 and m2 2^lsb + f2 with
+// m1 = q, m2 = q + n - 1 and 0 < f < 2^lsb (n = 0: both q 2^lsb exactly). Where
+// both are as RoundFast rounds them (same sign, same width, a normal or overflowing
+// result, at least 25 bits where there is a fraction) and their 24 kept bits
+// rounded agree, both give the same float: true, with it in `out`. False otherwise
+// (then Decide tells).
+[[gnu::always_inline]] inline bool DecideFast(std::int64_t q, std::int64_t n, int lsb, float& out) {
+  const bool fraction = n != 0;
+  const std::int64_t m1 = q, m2 = q + n - fraction;
+  const std::int64_t sign = m1 >> 63;  // 0 or -1
+  // RoundFast's magnitudes: for a negative m, -(m + 1) = ~m with a fraction, -m without.
+  const std::uint64_t correction = static_cast<std::uint64_t>(sign) & !fraction;
+  const std::uint64_t magnitude1 = static_cast<std::uint64_t>(m1 ^ sign) + correction;
+  const std::uint64_t magnitude2 = static_cast<std::uint64_t>(m2 ^ sign) + correction;
+  const int width = std::bit_width(magnitude1);
+  const int shift = std::max(width - 24, 0);
+  // Round to nearest: a half rounds up with a fraction, to even without one. (Without
+  // a fraction m1 = m2, so one addend serves both ends.)
+  const std::uint64_t half = (std::uint64_t{1} << shift) >> 1;
+  const std::uint64_t up = (half + (fraction | ((magnitude1 >> shift) & 1)) - 1) & -std::uint64_t{shift > 0};
+  const std::uint64_t keep = (magnitude1 + up) >> shift << std::max(24 - width, 0);
+  const std::uint64_t keep2 = (magnitude2 + up) >> shift << std::max(24 - width, 0);
+  const int top_exponent = width - 1 + lsb + kExactLsbExponent;
+  const std::uint32_t bits = top_exponent > 127 ? 0x7f800000u
+                                                : (static_cast<std::uint32_t>(top_exponent + 127) << 23) +
+                                                      static_cast<std::uint32_t>(keep - (std::uint64_t{1} << 23));
+  const bool zero = width == 0 && !fraction;
+  out = std::bit_cast<float>(zero ? 0u : bits | (static_cast<std::uint32_t>(sign) & 0x80000000u));
+  return zero ||
+         (((m1 ^ m2) >= 0) & (static_cast<int>(std::bit_width(magnitude2)) == width) & (!fraction | (width >= 25)) &
+          (top_exponent >= -126) & (keep == keep2) & ((n >> std::min(lsb, 62)) == 0));
+}
+
+// Decides value from a window's sum: S = known + s with s in [q 2^lsb + n,
+// (q + n) 2^lsb - n] (s = q 2^lsb if n = 0), `known` the earlier rounds' sum (null:
+// zero). True, with `out` the correctly rounded S, if both ends round alike.
+bool Decide(std::int64_t q, std::int64_t n, int lsb, const Words* known, float& out) {
+  if (known == nullptr) {
+    // Both ends as m 2^lsb + f, 0 < f < 2^lsb: m = q and q + n - 1.
+    if (n == 0) {
+      if (RoundFast(q, false, lsb, out)) return true;
+    } else if ((n >> std::min(lsb, 62)) == 0) {
+      float high;
+      if (RoundFast(q, true, lsb, out) && RoundFast(q + n - 1, true, lsb, high))
+        return std::bit_cast<std::uint32_t>(out) == std::bit_cast<std::uint32_t>(high);
+    }
+  }
+  static const Words kZero{};
+  const Words& below = known != nullptr ? *known : kZero;
+  out = RoundWords(below, q, lsb, n);
+  return n == 0 || std::bit_cast<std::uint32_t>(out) == std::bit_cast<std::uint32_t>(RoundWords(below, q + n, lsb, -n));
+}
+
 // A value still undecided: what the rounds so far summed, and its window's lsb.
 struct Pending {
   std::int64_t index;
@@ -185,13 +240,25 @@ void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_
   const std::int16_t* base = g.base.data();
   const std::int16_t* value_lsb = g.lsb.data();
   const std::uint64_t* high = g.window_high.data();
-  for (std::int64_t i = begin; i < end; ++i) {
-    const int lsb = block_lsb[i / kCompactBlock];
-    const int shift = lsb - base[i];  // kDeep: negative
-    const std::uint64_t bits =
-        shift >= 64 ? static_cast<std::uint64_t>(static_cast<std::int64_t>(high[i]) >> std::min(shift - 64, 63))
-                    : BitsAt(g, i, lsb);
-    out[i] = static_cast<std::int64_t>(bits << count_bits) + (value_lsb[i] < lsb);
+  // A block at a time: one L, and one test whether all its values take the high word.
+  for (std::int64_t first = begin; first < end;) {
+    const std::int64_t last = std::min(end, (first / kCompactBlock + 1) * kCompactBlock);
+    const int lsb = block_lsb[first / kCompactBlock];
+    int top_base = 0;  // kDeep is the largest
+    for (std::int64_t i = first; i < last; ++i) top_base = std::max<int>(top_base, base[i]);
+    if (lsb - top_base >= 64) {
+      // The arithmetic shift as a logical one between two flips of the sign (what
+      // AVX2 has), so that the loop vectorizes.
+      for (std::int64_t i = first; i < last; ++i) {
+        const std::uint64_t flip = -(high[i] >> 63);
+        const std::uint64_t bits = ((high[i] ^ flip) >> std::min(lsb - base[i] - 64, 63)) ^ flip;
+        out[i] = static_cast<std::int64_t>(bits << count_bits) + (value_lsb[i] < lsb);
+      }
+    } else {
+      for (std::int64_t i = first; i < last; ++i)
+        out[i] = static_cast<std::int64_t>(BitsAt(g, i, lsb) << count_bits) + (value_lsb[i] < lsb);
+    }
+    first = last;
   }
 }
 
@@ -416,33 +483,26 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     const std::vector<std::int64_t>& sum = buffers[0];
     std::span<float> out = outputs[0];
     std::vector<char> undecided(static_cast<std::size_t>(sent), 0);
+    const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
     tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
-      for (std::int64_t k = chunk * kGrain; k < std::min(sent, (chunk + 1) * kGrain); ++k) {
-        const auto j = static_cast<std::size_t>(k);
-        const std::int64_t q = sum[j] >> count_bits;  // arithmetic: floor
-        const std::int64_t n = sum[j] & ((std::int64_t{1} << count_bits) - 1);
-        const std::int64_t i = value_index(k);
-        const int lsb = window_lsb(k, i);
-        float low = 0.0f, high = 0.0f;
-        if (first) {
-          // S in [q 2^L + n, (q + n) 2^L - n]; both ends as m 2^L + f, 0 < f < 2^L.
-          const bool fast = n == 0 ? RoundFast(q, false, lsb, low)
-                                   : (n >> std::min(lsb, 62)) == 0 && RoundFast(q, true, lsb, low) &&
-                                         RoundFast(q + n - 1, true, lsb, high);
-          if (!fast) {
-            const Words zero{};
-            low = RoundWords(zero, q, lsb, n);
-            if (n != 0) high = RoundWords(zero, q + n, lsb, -n);
-          }
-        } else {
-          const Words& known = pending[j].known;
-          low = RoundWords(known, q, lsb, n);
-          if (n != 0) high = RoundWords(known, q + n, lsb, -n);
+      const std::int64_t chunk_end = std::min(sent, (chunk + 1) * kGrain);
+      if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
+        for (std::int64_t i = chunk * kGrain; i < chunk_end; ++i) {
+          const auto j = static_cast<std::size_t>(i);
+          // q: arithmetic shift, floor.
+          const std::int64_t q = sum[j] >> count_bits, n = sum[j] & count_mask;
+          const int lsb = block_lsb[j / kCompactBlock];
+          if (!DecideFast(q, n, lsb, out[j])) undecided[j] = !Decide(q, n, lsb, nullptr, out[j]);
         }
-        if (n == 0 || std::bit_cast<std::uint32_t>(low) == std::bit_cast<std::uint32_t>(high))
-          out[static_cast<std::size_t>(i)] = low;
-        else
-          undecided[j] = 1;
+        return;
+      }
+      for (std::int64_t k = chunk * kGrain; k < chunk_end; ++k) {
+        const auto j = static_cast<std::size_t>(k);
+        const std::int64_t i = value_index(k);
+        float value;
+        undecided[j] = !Decide(sum[j] >> count_bits, sum[j] & count_mask, window_lsb(k, i),
+                               first ? nullptr : &pending[j].known, value);
+        if (!undecided[j]) out[static_cast<std::size_t>(i)] = value;
       }
     });
     if (first)

@@ -213,6 +213,26 @@ TEST(CompactExact, DecidesTiesCancellationAndTheEdgesOfTheRange) {
     EXPECT_EQ(outcome.stats.full_values, 32);  // the first block holds non-finite terms
     EXPECT_GE(outcome.stats.sent.size(), 3u);  // 2^100 beside units: several windows
   }
+  // Each finite case alone in a block of its own, and no block sent whole: the first
+  // window decides most of them, on its fast path (DecideFast).
+  Terms alone(n, std::vector<std::vector<double>>(kCompactBlock * (cases.size() + 1)));
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    bool finite = c != 14;
+    for (const std::vector<double>& t : cases[c])
+      finite = finite && std::all_of(t.begin(), t.end(), [](double x) { return std::isfinite(x); });
+    if (finite)
+      for (std::size_t r = 0; r < n; ++r) alone[r][kCompactBlock * c] = cases[c][r];
+  }
+  // And a last block whose small values fit its window in a few bits, no fraction:
+  // an exact result of fewer than 24 bits, positive and negative.
+  const std::size_t last = kCompactBlock * cases.size();
+  alone[0][last] = {1.0};
+  alone[1][last + 1] = {std::ldexp(1.0, -50)};
+  alone[2][last + 2] = {-3.0 * std::ldexp(1.0, -52)};
+  alone[3][last + 3] = {std::ldexp(1.0, -50), std::ldexp(1.0, -52)};
+  const Outcome outcome = RunBoth(alone, AllReduceAlgorithm::kRing);
+  ExpectSameBits(outcome, "alone");
+  EXPECT_EQ(outcome.stats.full_values, 0);
 }
 
 TEST(CompactExact, RandomValuesOfEveryMagnitude) {
