@@ -50,7 +50,7 @@ void SetPerAdd(benchmark::State& state, std::int64_t adds_per_iteration) {
 
 // The hot adds behind a call the compiler cannot inline: what they would cost if
 // they lived only in core/exact_sum.cc (dtlab builds without LTO).
-[[gnu::noinline]] void OutOfLineAddFloat(std::int64_t* words, float x) { ExactAddFloat(words, x); }
+[[gnu::noinline]] int OutOfLineAddFloat(std::int64_t* words, float x) { return ExactAddFloat(words, x); }
 [[gnu::noinline]] void OutOfLineAddProduct(std::int64_t* words, float a, float b) { ExactAddProduct(words, a, b); }
 
 // ---- One accumulator -------------------------------------------------------
@@ -186,6 +186,19 @@ void BM_ExactToFloats(benchmark::State& state) {
   SetPerAdd(state, kAccumulators);  // "per add" here: per accumulator rounded
 }
 
+// The same accumulators normalized first, as BatchRunner leaves them: ExactToFloat's
+// path for normalized words.
+void BM_ExactToFloatsNormalized(benchmark::State& state) {
+  std::vector<std::int64_t> words = FilledAccumulators();
+  ExactNormalizeAll(words);
+  std::vector<float> out(kAccumulators);
+  for (auto _ : state) {
+    ExactToFloats(words, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetPerAdd(state, kAccumulators);  // per accumulator rounded
+}
+
 void BM_ExactNormalizeAll(benchmark::State& state) {
   std::vector<std::int64_t> words = FilledAccumulators();
   for (auto _ : state) {
@@ -212,6 +225,7 @@ BENCHMARK(BM_PlainProductSum_Many);
 BENCHMARK(BM_ExactAddProduct_Many<true>)->Name("BM_ExactAddProduct_Many")->Apply(ZeroPatterns);
 BENCHMARK(BM_ExactAddProduct_Many<false>)->Name("BM_ExactAddProduct_Many_OutOfLine")->Args({0, 1});
 BENCHMARK(BM_ExactToFloats);
+BENCHMARK(BM_ExactToFloatsNormalized);
 BENCHMARK(BM_ExactNormalizeAll);
 
 }  // namespace

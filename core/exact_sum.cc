@@ -176,7 +176,66 @@ void ExactNormalize(std::int64_t* words) {
   ExactCarry(words);  // the special word is not touched
 }
 
-float ExactToFloat(const std::int64_t* words) { return RoundExact<float, 24, -149>(words); }
+void ExactAddFloatNormalized(std::int64_t* words, float x) {
+  const int first = ExactAddFloat(words, x);
+  if (first < 0) return;
+  // Digits below `first` are untouched and normalized: ExactCarry's loop from there,
+  // until a carry past the second touched digit is zero.
+  std::int64_t carry = 0;
+  for (int i = first; i < kTopDigit; ++i) {
+    const std::int64_t word = words[i] + carry;
+    carry = word >> 32;
+    words[i] = word & 0xffffffff;
+    if (carry == 0 && i > first) return;
+  }
+  words[kTopDigit] += carry;
+}
+
+// Normalized words (every digit below the top one in [0, 2^32), as BatchRunner and
+// ExactAddFloatNormalized leave them) are V's two's complement bits as they are,
+// whatever its sign: no carries to propagate and no second pass for a negative V.
+// V's top bits are read as one int64 m = floor(V / 2^lsb) and the bits below as a
+// sticky bit, and RoundFloatFast rounds them. Other words, and values that round to
+// a subnormal or zero, take RoundExact.
+float ExactToFloat(const std::int64_t* words) {
+  std::uint64_t out_of_range = static_cast<std::uint64_t>(words[kSpecialWord]);
+  for (int i = 0; i < kTopDigit; ++i) out_of_range |= static_cast<std::uint64_t>(words[i]) >> 32;
+  if (out_of_range == 0) {
+    const std::int64_t top = words[kTopDigit];
+    const std::int64_t sign = top >> 63;  // 0 or -1
+    // window: V's bits from digit `low` up, its sign included.
+    Uint128 window;
+    int low;
+    if (top != sign) [[unlikely]] {
+      low = kTopDigit - 2;
+      window = static_cast<Uint128>(top) << 64 | static_cast<Uint128>(words[kTopDigit - 1]) << 32 |
+               static_cast<std::uint64_t>(words[kTopDigit - 2]);
+    } else {
+      // The highest digit that is not the sign's extension (all zeros or all ones).
+      const std::int64_t fill = sign & 0xffffffff;
+      int high = kTopDigit - 1;
+      while (high > 2 && words[high] == fill) --high;
+      low = high - 2;
+      window = static_cast<Uint128>(sign) << 96 | static_cast<Uint128>(words[high]) << 64 |
+               static_cast<Uint128>(words[high - 1]) << 32 | static_cast<std::uint64_t>(words[low]);
+    }
+    std::uint64_t below = 0;
+    for (int i = 0; i < low; ++i) below |= static_cast<std::uint64_t>(words[i]);
+    // m: the window's top 64 bits, its sign and at least 61 more where it has them.
+    const auto signed_window = static_cast<ExactInt128>(window);
+    const auto magnitude_bits = static_cast<Uint128>(signed_window ^ (signed_window >> 127));
+    const auto high_word = static_cast<std::uint64_t>(magnitude_bits >> 64);
+    const int width = high_word != 0 ? 64 + std::bit_width(high_word)
+                                     : static_cast<int>(std::bit_width(static_cast<std::uint64_t>(magnitude_bits)));
+    const int shift = std::max(0, width - 63);
+    const bool sticky = below != 0 || (window & ((Uint128{1} << shift) - 1)) != 0;
+    float out;
+    if (exact_internal::RoundFloatFast(static_cast<std::int64_t>(signed_window >> shift), sticky, 32 * low + shift,
+                                       out))
+      return out;
+  }
+  return RoundExact<float, 24, -149>(words);
+}
 
 double ExactToDouble(const std::int64_t* words) { return RoundExact<double, 53, -1074>(words); }
 

@@ -59,8 +59,12 @@ void ExactAddInt128(std::int64_t* words, ExactInt128 value, int position);
 void ExactMerge(std::int64_t* dst, const std::int64_t* src);
 /// Propagates carries: the canonical form of the same value.
 void ExactNormalize(std::int64_t* words);
+/// words += x, and normalized words stay normalized (the same words as ExactAddFloat
+/// then ExactNormalize): the carries run up from the two digits x touched only as far
+/// as they reach. Words that were not normalized keep the right value.
+void ExactAddFloatNormalized(std::int64_t* words, float x);
 /// The value correctly rounded to float32 (round to nearest, ties to even). `words`
-/// need not be normalized.
+/// need not be normalized; normalized words take a faster path.
 float ExactToFloat(const std::int64_t* words);
 /// The value correctly rounded to double.
 double ExactToDouble(const std::int64_t* words);
@@ -72,6 +76,43 @@ bool ExactIsZero(const std::int64_t* words);
 void ExactToFloats(std::span<const std::int64_t> words, std::span<float> out);
 /// Normalizes every element in place.
 void ExactNormalizeAll(std::span<std::int64_t> words);
+
+namespace exact_internal {
+
+/// Rounds m 2^lsb + f to float, for some 0 <= f < 2^lsb (sticky: f != 0), in units
+/// of 2^kExactLsbExponent, when that is simple: the result normal or overflowing and
+/// the fraction f below the rounding bit. Returns false otherwise.
+[[gnu::always_inline]] inline bool RoundFloatFast(std::int64_t m, bool sticky, int lsb, float& out) {
+  if (m == 0 && !sticky) return out = 0.0f, true;
+  const bool negative = m < 0;
+  // A negative m with a fraction: |m 2^lsb + f| = (|m| - 1) 2^lsb + (2^lsb - f).
+  const std::uint64_t magnitude =
+      negative ? static_cast<std::uint64_t>(-(m + 1)) + (sticky ? 0 : 1) : static_cast<std::uint64_t>(m);
+  const int width = std::bit_width(magnitude);
+  if (sticky && width < 25) return false;
+  const int top_exponent = width - 1 + lsb + kExactLsbExponent;
+  if (top_exponent < -126) return false;
+  // keep: the 24 significant bits, rounded to nearest even, in [2^23, 2^24].
+  std::uint64_t keep;
+  if (width > 24) {
+    const int shift = width - 24;
+    keep = magnitude >> shift;
+    const std::uint64_t rest = magnitude & ((std::uint64_t{1} << shift) - 1);
+    const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+    keep += rest > half || (rest == half && (sticky || (keep & 1) != 0));
+  } else {
+    keep = magnitude << (24 - width);
+  }
+  // The float's bits: biased exponent above the 23 fraction bits. A keep of 2^24 (the
+  // rounding carried) adds one to the exponent, and past 2^127 gives infinity's bits.
+  const std::uint32_t bits = top_exponent > 127 ? 0x7f800000u
+                                                : (static_cast<std::uint32_t>(top_exponent + 127) << 23) +
+                                                      static_cast<std::uint32_t>(keep - (std::uint64_t{1} << 23));
+  out = std::bit_cast<float>(bits | (negative ? 0x80000000u : 0u));
+  return true;
+}
+
+}  // namespace exact_internal
 
 /// A single accumulator as a value, for loss sums and metric totals.
 class ExactSum {

@@ -64,14 +64,15 @@ inline DTLAB_HOST_DEVICE void ExactAddNonFinite(std::int64_t* words, std::uint64
   words[kExactDigitWords] += is_nan ? kExactNanUnit : (double_bits >> 63) ? kExactNegInfUnit : kExactPosInfUnit;
 }
 
-/// words += x. REQUIRES: `words` has kExactWords entries.
-inline DTLAB_HOST_DEVICE void ExactAddFloat(std::int64_t* words, float x) {
+/// words += x. REQUIRES: `words` has kExactWords entries. Returns the first of the
+/// two digit words it added to, or -1 if it added to none (x zero or non-finite).
+inline DTLAB_HOST_DEVICE int ExactAddFloat(std::int64_t* words, float x) {
   const std::uint32_t bits = FloatToBits(x);
   // One test for the rare cases: |bits| - 1 wraps around for +-0 and is at least
   // 0x7f7fffff exactly for the infinities and NaNs (exponent field 0xff).
   if ((bits & 0x7fffffffu) - 1 >= 0x7f7fffffu) [[unlikely]] {
     if ((bits & 0x7fffffffu) != 0) ExactAddNonFinite(words, DoubleToBits(static_cast<double>(x)));
-    return;
+    return -1;
   }
   const auto [significand, lsb_exponent] = exact_internal::DecodeFiniteFloat(bits);
   // The significand's lsb, 2^(lsb_exponent - 150), in units of 2^kExactLsbExponent:
@@ -84,6 +85,7 @@ inline DTLAB_HOST_DEVICE void ExactAddFloat(std::int64_t* words, float x) {
   std::int64_t* word = words + (position >> 5);
   word[0] += value & 0xffffffff;
   word[1] += value >> 32;  // arithmetic: floor(value / 2^32)
+  return static_cast<int>(position >> 5);
 }
 
 /// words += a * b, the exact product (as computed in double, where it is exact:

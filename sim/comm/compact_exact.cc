@@ -18,6 +18,8 @@
 namespace dtlab {
 namespace {
 
+using exact_internal::RoundFloatFast;
+
 constexpr NameTable<ExactAllReduce, 2> kKinds = {
     {{"words", ExactAllReduce::kWords}, {"compact", ExactAllReduce::kCompact}}};
 
@@ -82,39 +84,6 @@ Shape ShapeOf(const std::int64_t* words) {
   return shape;
 }
 
-// Rounds m 2^lsb + f to float, for some 0 <= f < 2^lsb (sticky: f != 0), in units
-// of 2^kExactLsbExponent, when that is simple: the result normal or overflowing and
-// the fraction f below the rounding bit. Returns false otherwise.
-[[gnu::always_inline]] inline bool RoundFast(std::int64_t m, bool sticky, int lsb, float& out) {
-  if (m == 0 && !sticky) return out = 0.0f, true;
-  const bool negative = m < 0;
-  // A negative m with a fraction: |m 2^lsb + f| = (|m| - 1) 2^lsb + (2^lsb - f).
-  const std::uint64_t magnitude =
-      negative ? static_cast<std::uint64_t>(-(m + 1)) + (sticky ? 0 : 1) : static_cast<std::uint64_t>(m);
-  const int width = std::bit_width(magnitude);
-  if (sticky && width < 25) return false;
-  const int top_exponent = width - 1 + lsb + kExactLsbExponent;
-  if (top_exponent < -126) return false;
-  // keep: the 24 significant bits, rounded to nearest even, in [2^23, 2^24].
-  std::uint64_t keep;
-  if (width > 24) {
-    const int shift = width - 24;
-    keep = magnitude >> shift;
-    const std::uint64_t rest = magnitude & ((std::uint64_t{1} << shift) - 1);
-    const std::uint64_t half = std::uint64_t{1} << (shift - 1);
-    keep += rest > half || (rest == half && (sticky || (keep & 1) != 0));
-  } else {
-    keep = magnitude << (24 - width);
-  }
-  // The float's bits: biased exponent above the 23 fraction bits. A keep of 2^24 (the
-  // rounding carried) adds one to the exponent, and past 2^127 gives infinity's bits.
-  const std::uint32_t bits = top_exponent > 127 ? 0x7f800000u
-                                                : (static_cast<std::uint32_t>(top_exponent + 127) << 23) +
-                                                      static_cast<std::uint32_t>(keep - (std::uint64_t{1} << 23));
-  out = std::bit_cast<float>(bits | (negative ? 0x80000000u : 0u));
-  return true;
-}
-
 using Words = std::array<std::int64_t, kExactWords>;
 
 float RoundWords(const Words& known, std::int64_t add_high, int lsb, std::int64_t add_low) {
@@ -128,7 +97,7 @@ float RoundWords(const Words& known, std::int64_t add_high, int lsb, std::int64_
 // fraction (n != 0) and its sign vary from value to value, and branches on them
 // were mispredicted. The interval's ends are m1 2^lsb + f1 and m2 2^lsb + f2 with
 // m1 = q, m2 = q + n - 1 and 0 < f < 2^lsb (n = 0: both q 2^lsb exactly). Where
-// both are as RoundFast rounds them (same sign, same width, a normal or overflowing
+// both are as RoundFloatFast rounds them (same sign, same width, a normal or overflowing
 // result, at least 25 bits where there is a fraction) and their 24 kept bits
 // rounded agree, both give the same float: true, with it in `out`. False otherwise
 // (then Decide tells).
@@ -136,7 +105,7 @@ float RoundWords(const Words& known, std::int64_t add_high, int lsb, std::int64_
   const bool fraction = n != 0;
   const std::int64_t m1 = q, m2 = q + n - fraction;
   const std::int64_t sign = m1 >> 63;  // 0 or -1
-  // RoundFast's magnitudes: for a negative m, -(m + 1) = ~m with a fraction, -m without.
+  // RoundFloatFast's magnitudes: for a negative m, -(m + 1) = ~m with a fraction, -m without.
   const std::uint64_t correction = static_cast<std::uint64_t>(sign) & !fraction;
   const std::uint64_t magnitude1 = static_cast<std::uint64_t>(m1 ^ sign) + correction;
   const std::uint64_t magnitude2 = static_cast<std::uint64_t>(m2 ^ sign) + correction;
@@ -166,10 +135,10 @@ bool Decide(std::int64_t q, std::int64_t n, int lsb, const Words* known, float& 
   if (known == nullptr) {
     // Both ends as m 2^lsb + f, 0 < f < 2^lsb: m = q and q + n - 1.
     if (n == 0) {
-      if (RoundFast(q, false, lsb, out)) return true;
+      if (RoundFloatFast(q, false, lsb, out)) return true;
     } else if ((n >> std::min(lsb, 62)) == 0) {
       float high;
-      if (RoundFast(q, true, lsb, out) && RoundFast(q + n - 1, true, lsb, high))
+      if (RoundFloatFast(q, true, lsb, out) && RoundFloatFast(q + n - 1, true, lsb, high))
         return std::bit_cast<std::uint32_t>(out) == std::bit_cast<std::uint32_t>(high);
     }
   }

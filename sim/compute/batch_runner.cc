@@ -434,7 +434,7 @@ void AddRegularizationWords(const Sequential<float>& model, const ParameterList<
       tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, size, 8192),
                         [&](const tbb::blocked_range<std::int64_t>& r) {
                           for (std::int64_t k = r.begin(); k < r.end(); ++k)
-                            ExactAddFloat(first + k * kExactWords, coefficient * (w[k] * 2.0f));
+                            ExactAddFloatNormalized(first + k * kExactWords, coefficient * (w[k] * 2.0f));
                         });
     }
     offset += size;

@@ -78,7 +78,8 @@ struct DropoutStep {
 /// Exact mode: adds the regularization gradient terms, scale * l2 * (2 * w) per
 /// element of every regularized parameter (its own l2), computed in float as
 /// Sequential::AddRegularizationGradient does,
-/// to gradient words laid out as ExactSegment::grad_words.
+/// to gradient words laid out as ExactSegment::grad_words. Normalized words stay
+/// normalized (ExactAddFloatNormalized), so that rounding them takes the fast path.
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words);
 

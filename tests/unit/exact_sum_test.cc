@@ -179,12 +179,18 @@ std::string RoundingError(const Reference& exact, Float result) {
   return "";
 }
 
-// Checks both roundings of `words` against `exact`.
+// Checks both roundings of `words` against `exact`, as they are and normalized
+// (ExactToFloat has a path of its own for normalized words).
 std::string CheckRoundings(const std::int64_t* words, const Reference& exact) {
   std::string error = RoundingError<float>(exact, ExactToFloat(words));
   if (!error.empty()) return "float: " + error;
   error = RoundingError<double>(exact, ExactToDouble(words));
   if (!error.empty()) return "double: " + error;
+  std::array<std::int64_t, kExactWords> normalized;
+  std::copy_n(words, kExactWords, normalized.begin());
+  ExactNormalize(normalized.data());
+  error = RoundingError<float>(exact, ExactToFloat(normalized.data()));
+  if (!error.empty()) return "float, normalized: " + error;
   return "";
 }
 
@@ -394,6 +400,8 @@ RC_GTEST_PROP(ExactSumProperty, FloatTiesRoundToEven, (std::uint64_t seed)) {
   const bool round_away = breaker * sign > 0 || (breaker == 0 && !SignificandIsEven(r));
   const float expected = round_away ? away : r;
   RC_ASSERT(std::bit_cast<std::uint32_t>(ExactToFloat(words.data())) == std::bit_cast<std::uint32_t>(expected));
+  RC_ASSERT(std::bit_cast<std::uint32_t>(ExactToFloat(Normalized(words).data())) ==
+            std::bit_cast<std::uint32_t>(expected));
   RC_ASSERT(CheckRoundings(words.data(), ReferenceSum(terms)) == "");
 }
 
@@ -485,6 +493,21 @@ RC_GTEST_PROP(ExactSumProperty, ArbitraryWordsNormalizeAndRoundCorrectly, ()) {
   RC_ASSERT(Reference::OfWords(normalized.data()) == exact);
   RC_ASSERT(CheckRoundings(words.data(), exact) == "");
   RC_ASSERT(ExactIsZero(words.data()) == exact.IsZero());
+}
+
+// Adding a float to normalized words with ExactAddFloatNormalized gives the words of
+// adding it and normalizing everything: the carries that stop early lose nothing.
+RC_GTEST_PROP(ExactSumProperty, AddFloatNormalizedKeepsTheCanonicalWords, ()) {
+  const auto terms = *rc::gen::container<std::vector<Term>>(AnyTerm());
+  const Words start = Normalized(SumOf(terms));
+  const auto x = *rc::gen::weightedOneOf<float>({
+      {8, rc::gen::apply(FloatFromFields, rc::gen::arbitrary<bool>(), Uniform(0, 254), AnyMantissa())},
+      {1, rc::gen::element(0.0f, -0.0f, std::numeric_limits<float>::infinity(), FLT_MAX, -FLT_MAX, 0x1p-149f)},
+  });
+  Words fast = start, reference = start;
+  ExactAddFloatNormalized(fast.data(), x);
+  ExactAddFloat(reference.data(), x);
+  RC_ASSERT(fast == Normalized(reference));
 }
 
 TEST(ExactSumTest, EqualValuesHaveEqualWords) {
