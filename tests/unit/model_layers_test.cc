@@ -29,6 +29,20 @@ Tensor<float> Random(Shape shape, std::uint64_t index, float scale = 1.0f) {
 
 using testing::SameBits;
 
+// Tensor::flat() tells Eigen the data is 64-byte aligned: true for every size and
+// every build (the fuzzers' build, without -march, once broke it).
+TEST(TensorTest, StorageIsAlignedTo64BytesForEverySize) {
+  std::vector<Tensor<float>> tensors;
+  for (std::int64_t n = 1; n <= 300; ++n) {
+    tensors.emplace_back(Shape{n});
+    tensors.back().Resize({n + 7});
+  }
+  for (const Tensor<float>& t : tensors)
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data()) % 64, 0u) << t.size() << " floats";
+  Tensor<double> d(Shape{3});
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(d.data()) % 64, 0u);
+}
+
 // TF's padding rule, written out again: (out, pad_before).
 std::pair<std::int64_t, std::int64_t> Axis(std::int64_t in, std::int64_t k, std::int64_t s, bool same) {
   if (!same) return {(in - k) / s + 1, 0};
