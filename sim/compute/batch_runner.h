@@ -28,6 +28,7 @@
 #include "core/dropout.h"
 #include "core/exact_sum.h"
 #include "core/model.h"
+#include "sim/compute/example_sums.h"
 
 namespace dtlab {
 
@@ -170,21 +171,6 @@ class BatchRunner {
     std::size_t slot;           // index into chunk_grads_ (if the segment has several chunks)
     bool direct;                // the segment's only chunk: writes straight into its grads
   };
-  struct SumScratch {
-    struct Entry {
-      std::int32_t index;
-      float value;
-      std::int32_t significand;  // signed, 24 bits
-      std::int32_t exponent;     // exact_internal::DecodeFiniteFloat's lsb exponent
-    };
-    std::vector<Entry> nonzero;
-    std::vector<std::size_t> row_start;
-    std::vector<std::uint8_t> row_finite;
-    std::vector<std::int32_t> b_max, a_significand, a_exponent;
-    std::vector<ExactInt128> window;
-  };
-  static void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts,
-                               std::int64_t begin, std::int64_t end, std::int64_t* out, SumScratch& scratch);
   ParameterList<float>& ChunkBuffer(std::vector<ParameterList<float>>& pool, std::size_t slot);
   // Copies chunk `task` of the batch (its `count` examples, no padding) into the scratch's buffers.
   void LoadChunk(const Tensor<float>& images, std::span<const std::int32_t> labels, std::span<const float> coefficients,
@@ -224,7 +210,7 @@ class BatchRunner {
   std::vector<std::vector<std::int64_t>> chunk_words_, segment_words_;
   DropoutStep dropout_step_;
   tbb::enumerable_thread_specific<ThreadScratch> scratch_;
-  tbb::enumerable_thread_specific<SumScratch> scratch_sums_;
+  tbb::enumerable_thread_specific<OuterProductScratch> scratch_sums_;
   std::vector<ParameterList<float>> chunk_grads_, chunk_magnitudes_;  // [slot][parameter]
   std::vector<std::vector<ExampleTerms>> chunk_terms_;                // exact mode: [slot][parameter]
 };
