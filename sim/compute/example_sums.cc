@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include "core/exact_sum.h"
 
@@ -19,6 +20,15 @@ std::int32_t ExponentOf(float x) {
 }
 double OneAndHalfPow2(int e) {
   return std::bit_cast<double>((static_cast<std::uint64_t>(e + 1023) << 52) | (std::uint64_t{1} << 51));
+}
+
+// words += bin0 + bin1, two bins of units 2^(e0 - 52) and 2^(e0 - step - 52) that
+// hold integers below 2^53 in those units: one 128-bit value.
+void AddBins(std::int64_t* words, double bin0, double bin1, int e0, int step) {
+  const int e1 = e0 - step;
+  const auto n0 = static_cast<std::int64_t>(bin0 * Pow2(52 - e0));
+  const auto n1 = static_cast<std::int64_t>(bin1 * Pow2(52 - e1));
+  ExactAddInt128(words, (static_cast<ExactInt128>(n0) << step) + n1, e1 - 52 - kExactLsbExponent);
 }
 
 }  // namespace
@@ -78,8 +88,9 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
     std::int32_t worst = 0;
     for (std::size_t j = 0; j < J; ++j) {
       double& deficit = scratch.b_deficit[r * J + j];
-      const std::int32_t d =
-          scratch.b[r * J + j] == 0.0 || !scratch.row_finite[r] ? 0 : scratch.b_max[j] - static_cast<std::int32_t>(deficit);
+      const std::int32_t d = scratch.b[r * J + j] == 0.0 || !scratch.row_finite[r]
+                                 ? 0
+                                 : scratch.b_max[j] - static_cast<std::int32_t>(deficit);
       deficit = d;
       worst = std::max(worst, d);
     }
@@ -97,8 +108,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
     for (std::size_t c = 0; c < terms.size(); ++c)
       for (std::int64_t e = 0; e < counts[c]; ++e) {
         const float a = terms[c]->a[e * inputs + i];
-        if (a != 0.0f && std::isfinite(a))
-          a_max = std::max(a_max, ExponentOf(a));
+        if (a != 0.0f && std::isfinite(a)) a_max = std::max(a_max, ExponentOf(a));
       }
     for (std::size_t j = 0; j < J; ++j) {
       bin0[j] = bin1[j] = 0.0;
@@ -111,8 +121,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
         const float* b = terms[c]->b.data() + e * units;
         const bool finite = std::isfinite(a) && scratch.row_finite[r];
         if (finite && a == 0.0f) continue;
-        const std::int32_t limit =
-            reach - (a_max - ExponentOf(a));
+        const std::int32_t limit = reach - (a_max - ExponentOf(a));
         if (!finite || limit < 0) {
           for (std::size_t j = 0; j < J; ++j) ExactAddProduct(words.data() + j * kExactWords, a, b[j]);
           continue;
@@ -139,41 +148,77 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
             if (deficit[j] > far) ExactAddProduct(words.data() + j * kExactWords, a, b[j]);
         }
       }
-    for (std::size_t j = 0; j < J; ++j) {
-      const int e0 = a_max + scratch.b_max[j] - 252 + g, e1 = e0 - step;
-      const auto n0 = static_cast<std::int64_t>(bin0[j] * Pow2(52 - e0));
-      const auto n1 = static_cast<std::int64_t>(bin1[j] * Pow2(52 - e1));
-      ExactAddInt128(words.data() + j * kExactWords, (static_cast<ExactInt128>(n0) << step) + n1,
-                     e1 - 52 - kExactLsbExponent);
-    }
+    for (std::size_t j = 0; j < J; ++j)
+      AddBins(words.data() + j * kExactWords, bin0[j], bin1[j], a_max + scratch.b_max[j] - 252 + g, step);
     ExactNormalizeAll(words);
   }
 }
 
-// Four elements at a time, so that four independent accumulators keep the core busy.
+// The same two double bins as SumOuterProducts, for single floats: element k's
+// values are below 2^T, T = x_max_k - 126, so e0 = T + g and bin 1's unit is
+// 2^(e0 - step - 52); a value's lsb, 2^(ex - 150), is at least that unit when
+// x_max_k - ex <= step + 28 - g (75 binades for 64 rows). Values further below, and
+// every value of an element with an infinite or NaN one, go to the words directly.
+// Elements are taken in blocks of kBlock: one pass over the rows for each element's
+// largest exponent, one for the bins.
 void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts, std::int64_t begin,
                std::int64_t end, std::int64_t* out) {
-  constexpr std::int64_t kLanes = 4;
+  constexpr std::int64_t kBlock = 256;
   const std::int64_t size = terms[0]->values.dim(1);
-  for (std::int64_t k = begin; k < end; k += kLanes) {
-    const std::int64_t lanes = std::min(kLanes, end - k);
-    std::int64_t acc[kLanes][kExactWords] = {};
+  std::size_t rows = 0;
+  for (const std::int64_t c : counts) rows += static_cast<std::size_t>(c);
+  const int g = std::bit_width(rows);
+  const int step = 52 - std::max(0, g - 2);
+  const int reach = step + 28 - g;
+  alignas(64) std::int32_t x_max[kBlock];
+  alignas(64) std::uint32_t special[kBlock];
+  alignas(64) double c0[kBlock], threshold[kBlock], bin0[kBlock], bin1[kBlock], far[kBlock];
+  for (std::int64_t first = begin; first < end; first += kBlock) {
+    const std::int64_t n = std::min(kBlock, end - first);
+    std::fill_n(x_max, n, 0);
+    std::fill_n(special, n, 0u);
     for (std::size_t c = 0; c < terms.size(); ++c) {
-      const float* v = terms[c]->values.data() + k;
-      for (std::int64_t e = 0; e < counts[c]; ++e, v += size) {
-        if (lanes == kLanes) {
-          ExactAddFloat(acc[0], v[0]);
-          ExactAddFloat(acc[1], v[1]);
-          ExactAddFloat(acc[2], v[2]);
-          ExactAddFloat(acc[3], v[3]);
-        } else {
-          for (std::int64_t l = 0; l < lanes; ++l) ExactAddFloat(acc[l], v[l]);
+      const float* v = terms[c]->values.data() + first;
+      for (std::int64_t e = 0; e < counts[c]; ++e, v += size)
+        for (std::int64_t k = 0; k < n; ++k) {
+          const std::uint32_t biased = (std::bit_cast<std::uint32_t>(v[k]) >> 23) & 0xff;
+          special[k] |= biased == 0xff;
+          x_max[k] = std::max(x_max[k], static_cast<std::int32_t>(biased));
         }
-      }
     }
-    for (std::int64_t l = 0; l < lanes; ++l) {
-      ExactNormalize(acc[l]);
-      std::copy_n(acc[l], kExactWords, out + (k + l) * kExactWords);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const int top = std::max(x_max[k], 1);  // DecodeFiniteFloat's exponent of the largest
+      c0[k] = OneAndHalfPow2(top - 126 + g);
+      // A normal value is kept iff its exponent is at least top - reach, that is iff
+      // |x| >= 2^(top - reach - 127); NaN keeps nothing (every comparison is false).
+      threshold[k] = special[k] ? std::numeric_limits<double>::quiet_NaN() : Pow2(top - reach - 127);
+      bin0[k] = bin1[k] = far[k] = 0.0;
+    }
+    for (std::size_t c = 0; c < terms.size(); ++c) {
+      const float* v = terms[c]->values.data() + first;
+      for (std::int64_t e = 0; e < counts[c]; ++e, v += size)
+        for (std::int64_t k = 0; k < n; ++k) {
+          const double x = v[k];
+          const bool keep = std::fabs(x) >= threshold[k];
+          const double p = keep ? x : 0.0;
+          const double q = (p + c0[k]) - c0[k];
+          bin0[k] += q;
+          bin1[k] += p - q;
+          far[k] = keep || x == 0.0 ? far[k] : 1.0;
+        }
+    }
+    for (std::int64_t k = 0; k < n; ++k) {
+      std::int64_t* words = out + (first + k) * kExactWords;
+      std::fill_n(words, kExactWords, 0);
+      const int e0 = std::max(x_max[k], 1) - 126 + g;
+      AddBins(words, bin0[k], bin1[k], e0, step);
+      if (far[k] != 0.0)
+        for (std::size_t c = 0; c < terms.size(); ++c) {
+          const float* v = terms[c]->values.data() + first + k;
+          for (std::int64_t e = 0; e < counts[c]; ++e, v += size)
+            if (!(std::fabs(static_cast<double>(*v)) >= threshold[k])) ExactAddFloat(words, *v);
+        }
+      ExactNormalize(words);
     }
   }
 }

@@ -14,8 +14,8 @@ namespace dtlab {
 
 /// Scratch memory of SumOuterProducts, reused across calls (one per thread).
 struct OuterProductScratch {
-  std::vector<double> b;                // [rows, J]: b as double (exact)
-  std::vector<double> b_deficit;        // [rows, J]: b_max[j] - b's exponent (0 where b is 0)
+  std::vector<double> b;                  // [rows, J]: b as double (exact)
+  std::vector<double> b_deficit;          // [rows, J]: b_max[j] - b's exponent (0 where b is 0)
   std::vector<std::int32_t> row_deficit;  // [rows]: the largest of the row's b_deficit
   std::vector<std::uint8_t> row_finite;   // [rows]: no infinite or NaN b in the row
   std::vector<std::int32_t> b_max;        // [J]

@@ -158,6 +158,34 @@ TEST(SumOuterProducts, TheBinsEdges) {
   }
 }
 
+// SumValues' edges: the largest values (2 - 2^-23, 24 one bits) in every row, and
+// in the last row of the second element one value `below` binades lower, around the
+// bins' reach (75 binades for 64 rows), for each row count that changes the bins.
+TEST(SumValues, TheBinsEdges) {
+  for (const std::int64_t rows : {1, 2, 3, 4, 7, 8, 63, 64, 65, 127, 128, 1000}) {
+    for (int below = 60; below <= 90; ++below) {
+      ExampleTerms t;
+      t.values = Tensor<float>({rows, 2});
+      for (std::int64_t e = 0; e < rows; ++e) {
+        const float top = e % 3 == 2 ? -(2.0f - 0x1p-23f) : 2.0f - 0x1p-23f;
+        t.values[e * 2] = top;
+        t.values[e * 2 + 1] = e == rows - 1 ? std::ldexp(top, -below) : top;
+      }
+      const std::vector<std::int64_t> counts = {rows};
+      const ExampleTerms* terms[] = {&t};
+      std::vector<std::int64_t> out(2 * kExactWords);
+      SumValues(terms, counts, 0, 2, out.data());
+      for (std::int64_t k = 0; k < 2; ++k) {
+        std::vector<std::int64_t> expected(kExactWords, 0);
+        for (std::int64_t e = 0; e < rows; ++e) ExactAddFloat(expected.data(), t.values[e * 2 + k]);
+        ExactNormalize(expected.data());
+        EXPECT_TRUE(std::equal(expected.begin(), expected.end(), out.data() + k * kExactWords))
+            << rows << " rows, " << below << " binades below, element " << k;
+      }
+    }
+  }
+}
+
 // Bin 1 filled to its capacity: 127 rows (the most with the bins of 64 rows), the
 // largest product (2 - 2^-23)^2 in the first, and in the 126 others a product
 // `below` binades lower whose last bit is bin 1's unit when `below` is the bins'
