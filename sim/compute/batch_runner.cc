@@ -247,6 +247,7 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
     if (seg.grad_words.empty()) continue;
     if (segment_chunks[s].empty()) {
       std::fill(seg.grad_words.begin(), seg.grad_words.end(), 0);
+      if (seg.regularization != 0.0f) AddRegularizationWords(model_, *seg.params, seg.regularization, seg.grad_words);
       continue;
     }
     const std::vector<ExampleTerms>& terms = chunk_terms_[chunks[segment_chunks[s].front()].slot];
@@ -271,10 +272,17 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
                           terms.push_back(&chunk_terms_[chunks[c].slot][task.parameter]);
                           counts.push_back(chunks[c].count);
                         }
-                        if (first.kind == ExampleTerms::Kind::kValues)
+                        // The task's elements: [begin, end) or rows [begin, end) of J.
+                        std::int64_t begin = task.begin, end = task.end;
+                        if (first.kind == ExampleTerms::Kind::kValues) {
                           SumValues(terms, counts, task.begin, task.end, out);
-                        else
+                        } else {
                           SumOuterProducts(terms, counts, task.begin, task.end, out, scratch_sums_.local());
+                          begin *= first.b.dim(1), end *= first.b.dim(1);
+                        }
+                        if (seg.regularization != 0.0f)
+                          AddRegularizationTerms((*seg.params)[task.parameter].span(), seg.regularization,
+                                                 specs[task.parameter].spec.l2, begin, end, out);
                       }
                     });
 }
@@ -292,18 +300,22 @@ void AddRegularizationWords(const Sequential<float>& model, const ParameterList<
   for (std::size_t p = 0; p < weights.size(); ++p) {
     const std::int64_t size = weights[p].size();
     const double l2 = model.parameters()[p].spec.l2;
-    if (l2 != 0.0) {
-      const float coefficient = scale * static_cast<float>(l2);
-      const float* w = weights[p].data();
-      std::int64_t* first = words.data() + offset * kExactWords;
+    std::int64_t* first = words.data() + offset * kExactWords;
+    if (l2 != 0.0)
       tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, size, 8192),
                         [&](const tbb::blocked_range<std::int64_t>& r) {
-                          for (std::int64_t k = r.begin(); k < r.end(); ++k)
-                            ExactAddFloatNormalized(first + k * kExactWords, coefficient * (w[k] * 2.0f));
+                          AddRegularizationTerms(weights[p].span(), scale, l2, r.begin(), r.end(), first);
                         });
-    }
     offset += size;
   }
+}
+
+void AddRegularizationTerms(std::span<const float> w, float scale, double l2, std::int64_t begin, std::int64_t end,
+                            std::int64_t* words) {
+  if (l2 == 0.0) return;
+  const float coefficient = scale * static_cast<float>(l2);
+  for (std::int64_t k = begin; k < end; ++k)
+    ExactAddFloatNormalized(words + k * kExactWords, coefficient * (w[static_cast<std::size_t>(k)] * 2.0f));
 }
 
 float BatchRunner::ExactGradient(const ParameterList<float>& params, const Tensor<float>& images,
@@ -311,9 +323,8 @@ float BatchRunner::ExactGradient(const ParameterList<float>& params, const Tenso
                                  std::span<float> per_example_loss, std::span<std::int32_t> predictions,
                                  std::vector<std::int64_t>& words, ParameterList<float>& grads) {
   words.assign(static_cast<std::size_t>(model_.num_parameter_values() * kExactWords), 0);
-  const ExactSegment whole{&params, 0, static_cast<std::int64_t>(labels.size()), words};
+  const ExactSegment whole{&params, 0, static_cast<std::int64_t>(labels.size()), words, 1.0f};
   RunExact(images, labels, coefficients, per_example_loss, predictions, std::span(&whole, 1));
-  AddRegularizationWords(model_, params, 1.0f, words);
   std::int64_t offset = 0;
   for (auto& g : grads) {
     RoundWords(std::span(words).subspan(static_cast<std::size_t>(offset * kExactWords),

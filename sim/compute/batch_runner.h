@@ -50,6 +50,10 @@ struct ExactSegment {
   /// exact sum over the segment's examples of coefficients[i] * d loss_i / d params.
   /// Empty: forward only.
   std::span<std::int64_t> grad_words;
+  /// Nonzero: grad_words also get the regularization terms with this scale, as
+  /// AddRegularizationWords(model, *params, regularization, grad_words) adds them
+  /// (the same words), while each element's words are still in cache.
+  float regularization = 0.0f;
 };
 
 /// What a training step's Dropout layers key their masks by (core/dropout.h): the
@@ -83,6 +87,10 @@ struct DropoutStep {
 /// normalized (ExactAddFloatNormalized), so that rounding them takes the fast path.
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words);
+/// The same for elements [begin, end) of one parameter: words (element k's at
+/// words + k * kExactWords) += scale * l2 * (2 * w[k]).
+void AddRegularizationTerms(std::span<const float> w, float scale, double l2, std::int64_t begin, std::int64_t end,
+                            std::int64_t* words);
 
 /// out[i] = ExactToFloat(element i of `words`), in parallel over blocks of elements.
 void RoundWords(std::span<const std::int64_t> words, std::span<float> out);

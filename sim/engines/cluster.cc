@@ -12,6 +12,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_invoke.h>
+#include <tbb/parallel_reduce.h>
 #include <tbb/task_arena.h>
 
 #include "core/batch.h"
@@ -88,6 +89,19 @@ bool SameBits(const ParameterList<float>& a, const ParameterList<float>& b) {
 // The same for exact mode's gradient words: an accumulator's last word counts the
 // non-finite terms added to it.
 std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<const std::int64_t> words) {
+  // The common case, nothing non-finite, in parallel: the scan reads a word of every
+  // accumulator, which touches all their cache lines.
+  const auto elements = static_cast<std::int64_t>(words.size() / kExactWords);
+  const bool any = tbb::parallel_reduce(
+      tbb::blocked_range<std::int64_t>(0, elements, 8192), false,
+      [&](const tbb::blocked_range<std::int64_t>& r, bool found) {
+        std::int64_t special = 0;
+        for (std::int64_t k = r.begin(); k < r.end(); ++k)
+          special |= words[static_cast<std::size_t>(k * kExactWords + kExactDigitWords)];
+        return found || special != 0;
+      },
+      [](bool a, bool b) { return a || b; });
+  if (!any) return "";
   std::int64_t element = 0;
   return NonFiniteNames(model, [&](std::size_t p) {
     bool nan = false, inf = false;
@@ -526,8 +540,11 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
     for (std::int32_t r = wave_begin; r < wave_end; ++r) {
       const auto k = static_cast<std::size_t>(r);
       GradientSlot& gradient = slot(r);
+      // Exact mode: the replica's share of the regularization gradient goes into its
+      // words in the same pass (ExactSegment::regularization).
       if constexpr (kExact)
-        segments.push_back({&Weights(*Local(r)), offsets[k], batch_sizes[k], gradient.words});
+        segments.push_back({&Weights(*Local(r)), offsets[k], batch_sizes[k], gradient.words,
+                            regularize ? config_.RegularizationShare(1.0f, r, n, split) : 0.0f});
       else
         segments.push_back({&Weights(*Local(r)), offsets[k], batch_sizes[k], &gradient.grads, nullptr});
     }
@@ -592,8 +609,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
       if (const float scale = config_.RegularizationShare(1.0f, r, n, split); regularize && scale != 0.0f) {
         const float share = config_.RegularizationShare(regularization[k], r, n, split);
         if constexpr (kExact) {
-          sums[k].Add(share);
-          AddRegularizationWords(model_, weights, scale, gradient.words);
+          sums[k].Add(share);  // the gradient's share is in its words already
         } else {
           sums[k] += share;
           // The scaled loss holds the regularization too (scale_loss of the total);

@@ -486,6 +486,36 @@ TEST(ExactMode, IndependentOfThreadsAndChunkSize) {
     }
 }
 
+// ExactSegment::regularization adds the regularization terms inside the sums (while
+// each element's words are in cache): the same words as adding them after the step
+// with AddRegularizationWords, for a replica with examples and for an empty one, at
+// a scale that is not a power of two.
+TEST(ExactMode, RegularizationInTheSumsGivesTheWordsOfAddingItAfter) {
+  Lab setup("seed-cnn", 28, 12, 3);
+  const auto& specs = setup.model->parameters();
+  ASSERT_TRUE(std::any_of(specs.begin(), specs.end(), [](const auto& p) { return p.spec.l2 != 0.0; }));
+  std::vector<std::int64_t> batch(12);
+  std::iota(batch.begin(), batch.end(), 0);
+  Tensor<float> images;
+  std::vector<std::int32_t> labels;
+  GatherBatch(setup.data, batch, images, labels);
+  std::vector<float> coefficients(12, 1.0f / 12), losses(12);
+  std::vector<std::int32_t> predictions(12);
+  const auto size = static_cast<std::size_t>(setup.model->num_parameter_values() * kExactWords);
+  const float scale = 1.0f / 3;
+  for (const std::int64_t count : {12, 0}) {
+    std::vector<std::int64_t> fused(size, 5), after(size, 5);
+    BatchRunner runner(*setup.model, 5);
+    const ExactSegment with{&setup.params, 0, count, fused, scale};
+    runner.RunExact(images, labels, coefficients, losses, predictions, std::span(&with, 1));
+    const ExactSegment without{&setup.params, 0, count, after};
+    runner.RunExact(images, labels, coefficients, losses, predictions, std::span(&without, 1));
+    AddRegularizationWords(*setup.model, setup.params, scale, after);
+    EXPECT_EQ(fused, after) << count << " examples";
+    EXPECT_NE(fused, std::vector<std::int64_t>(size, 0));
+  }
+}
+
 // Honest about TF's scale_regularization_loss: with 3 replicas each adds 1/3 of the
 // regularization gradient, rounded, and the sum of three roundings is not the
 // one-device value; the exact split is.
