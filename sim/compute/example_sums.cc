@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/exact_sum.h"
@@ -30,6 +31,22 @@ void AddBins(std::int64_t* words, double bin0, double bin1, int e0, int step) {
   const auto n1 = static_cast<std::int64_t>(bin1 * Pow2(52 - e1));
   ExactAddInt128(words, (static_cast<ExactInt128>(n0) << step) + n1, e1 - 52 - kExactLsbExponent);
 }
+
+// Eight doubles: GCC's and Clang's vector extension, one AVX-512 register or two
+// AVX2 ones; the same IEEE operations lane by lane on either.
+constexpr std::size_t kLanes = 8;
+constexpr std::size_t kBlock = 2 * kLanes;  // SumOuterProducts' columns per block
+using Doubles = double __attribute__((vector_size(kLanes * sizeof(double))));
+using Masks = std::int64_t __attribute__((vector_size(kLanes * sizeof(double))));
+
+Doubles Load(const double* p) {
+  Doubles v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+void Store(double* p, Doubles v) { std::memcpy(p, &v, sizeof v); }
+// x where `keep` is true (all ones), else +0.
+Doubles Keep(Doubles x, Masks keep) { return reinterpret_cast<Doubles>(reinterpret_cast<Masks>(x) & keep); }
 
 }  // namespace
 
@@ -64,9 +81,11 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   const int step = 52 - std::max(0, g - 2);
   const int reach = step + 4 - g;
 
-  // b decoded once for all rows i: as doubles, and each value's exponent deficit.
-  scratch.b.resize(rows * J);
-  scratch.b_deficit.resize(rows * J);
+  // b decoded once for all rows i: as doubles, and each value's exponent deficit,
+  // in rows of Jp columns (zero past J) so that every block of kBlock columns is whole.
+  const std::size_t Jp = (J + kBlock - 1) / kBlock * kBlock;
+  scratch.b.assign(rows * Jp, 0.0);
+  scratch.b_deficit.assign(rows * Jp, 0.0);
   scratch.row_deficit.assign(rows, 0);
   scratch.row_finite.resize(rows);
   scratch.b_max.assign(J, 0);
@@ -78,29 +97,27 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       for (std::size_t j = 0; j < J; ++j) finite &= std::isfinite(b[j]);
       scratch.row_finite[r] = finite;
       for (std::size_t j = 0; j < J; ++j) {
-        scratch.b[r * J + j] = b[j];
-        const std::int32_t exponent = ExponentOf(b[j]);
-        scratch.b_deficit[r * J + j] = exponent;
-        if (finite && b[j] != 0.0f) scratch.b_max[j] = std::max(scratch.b_max[j], exponent);
+        scratch.b[r * Jp + j] = b[j];
+        if (finite && b[j] != 0.0f) scratch.b_max[j] = std::max(scratch.b_max[j], ExponentOf(b[j]));
       }
     }
   for (r = 0; r < rows; ++r) {
+    if (!scratch.row_finite[r]) continue;
     std::int32_t worst = 0;
     for (std::size_t j = 0; j < J; ++j) {
-      double& deficit = scratch.b_deficit[r * J + j];
-      const std::int32_t d = scratch.b[r * J + j] == 0.0 || !scratch.row_finite[r]
-                                 ? 0
-                                 : scratch.b_max[j] - static_cast<std::int32_t>(deficit);
-      deficit = d;
+      const double bj = scratch.b[r * Jp + j];
+      const std::int32_t d = bj == 0.0 ? 0 : scratch.b_max[j] - ExponentOf(static_cast<float>(bj));
+      scratch.b_deficit[r * Jp + j] = d;
       worst = std::max(worst, d);
     }
     scratch.row_deficit[r] = worst;
   }
 
-  scratch.bins.resize(4 * J);
-  double* __restrict bin0 = scratch.bins.data();
-  double* __restrict bin1 = bin0 + J;
-  double* __restrict c0 = bin1 + J;
+  scratch.bins.resize(3 * Jp);
+  double* bin0 = scratch.bins.data();
+  double* bin1 = bin0 + Jp;
+  double* c0 = bin1 + Jp;
+  std::fill(c0 + J, c0 + Jp, 1.5);
   for (std::int64_t i = begin; i < end; ++i) {
     const std::span<std::int64_t> words(out + i * units * kExactWords, J * kExactWords);
     std::fill(words.begin(), words.end(), 0);
@@ -110,44 +127,58 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
         const float a = terms[c]->a[e * inputs + i];
         if (a != 0.0f && std::isfinite(a)) a_max = std::max(a_max, ExponentOf(a));
       }
-    for (std::size_t j = 0; j < J; ++j) {
-      bin0[j] = bin1[j] = 0.0;
-      c0[j] = OneAndHalfPow2(a_max + scratch.b_max[j] - 252 + g);
-    }
+    for (std::size_t j = 0; j < J; ++j) c0[j] = OneAndHalfPow2(a_max + scratch.b_max[j] - 252 + g);
+    // The rows that take the bins, with every product (plain) or with the products
+    // of b's values within reach of a's (masked); the others go to the words now.
+    scratch.plain.clear();
+    scratch.masked.clear();
     r = 0;
     for (std::size_t c = 0; c < terms.size(); ++c)
       for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
         const float a = terms[c]->a[e * inputs + i];
-        const float* b = terms[c]->b.data() + e * units;
         const bool finite = std::isfinite(a) && scratch.row_finite[r];
         if (finite && a == 0.0f) continue;
         const std::int32_t limit = reach - (a_max - ExponentOf(a));
         if (!finite || limit < 0) {
+          const float* b = terms[c]->b.data() + e * units;
           for (std::size_t j = 0; j < J; ++j) ExactAddProduct(words.data() + j * kExactWords, a, b[j]);
-          continue;
-        }
-        const double da = a;
-        const double* __restrict bd = scratch.b.data() + r * J;
-        if (scratch.row_deficit[r] <= limit) {
-          for (std::size_t j = 0; j < J; ++j) {
-            const double p = da * bd[j];
-            const double q = (p + c0[j]) - c0[j];
-            bin0[j] += q;
-            bin1[j] += p - q;
-          }
+        } else if (scratch.row_deficit[r] <= limit) {
+          scratch.plain.push_back({r, a, static_cast<double>(limit)});
         } else {
-          const double* __restrict deficit = scratch.b_deficit.data() + r * J;
-          const auto far = static_cast<double>(limit);
-          for (std::size_t j = 0; j < J; ++j) {
-            const double p = deficit[j] > far ? 0.0 : da * bd[j];
-            const double q = (p + c0[j]) - c0[j];
-            bin0[j] += q;
-            bin1[j] += p - q;
-          }
-          for (std::size_t j = 0; j < J; ++j)
-            if (deficit[j] > far) ExactAddProduct(words.data() + j * kExactWords, a, b[j]);
+          scratch.masked.push_back({r, a, static_cast<double>(limit)});
         }
       }
+    // kBlock columns at a time, their bins in registers across all rows.
+    for (std::size_t jb = 0; jb < Jp; jb += kBlock) {
+      const Doubles c_lo = Load(c0 + jb), c_hi = Load(c0 + jb + kLanes);
+      Doubles s0_lo{}, s0_hi{}, s1_lo{}, s1_hi{};
+      for (const OuterProductScratch::Row& row : scratch.plain) {
+        const double* bd = scratch.b.data() + row.index * Jp + jb;
+        const Doubles p_lo = row.a * Load(bd), p_hi = row.a * Load(bd + kLanes);
+        const Doubles q_lo = (p_lo + c_lo) - c_lo, q_hi = (p_hi + c_hi) - c_hi;
+        s0_lo += q_lo, s0_hi += q_hi;
+        s1_lo += p_lo - q_lo, s1_hi += p_hi - q_hi;
+      }
+      for (const OuterProductScratch::Row& row : scratch.masked) {
+        const double* bd = scratch.b.data() + row.index * Jp + jb;
+        const double* deficit = scratch.b_deficit.data() + row.index * Jp + jb;
+        // A lane whose b is further below its column's largest than the row allows
+        // adds zero here (its product goes to the words below).
+        const Doubles p_lo = Keep(row.a * Load(bd), Load(deficit) <= row.limit);
+        const Doubles p_hi = Keep(row.a * Load(bd + kLanes), Load(deficit + kLanes) <= row.limit);
+        const Doubles q_lo = (p_lo + c_lo) - c_lo, q_hi = (p_hi + c_hi) - c_hi;
+        s0_lo += q_lo, s0_hi += q_hi;
+        s1_lo += p_lo - q_lo, s1_hi += p_hi - q_hi;
+      }
+      Store(bin0 + jb, s0_lo), Store(bin0 + jb + kLanes, s0_hi);
+      Store(bin1 + jb, s1_lo), Store(bin1 + jb + kLanes, s1_hi);
+    }
+    for (const OuterProductScratch::Row& row : scratch.masked) {
+      const double* deficit = scratch.b_deficit.data() + row.index * Jp;
+      const double* bd = scratch.b.data() + row.index * Jp;
+      for (std::size_t j = 0; j < J; ++j)
+        if (deficit[j] > row.limit) ExactAddProduct(words.data() + j * kExactWords, row.a, static_cast<float>(bd[j]));
+    }
     for (std::size_t j = 0; j < J; ++j)
       AddBins(words.data() + j * kExactWords, bin0[j], bin1[j], a_max + scratch.b_max[j] - 252 + g, step);
     ExactNormalizeAll(words);

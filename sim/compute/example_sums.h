@@ -14,12 +14,18 @@ namespace dtlab {
 
 /// Scratch memory of SumOuterProducts, reused across calls (one per thread).
 struct OuterProductScratch {
-  std::vector<double> b;                  // [rows, J]: b as double (exact)
-  std::vector<double> b_deficit;          // [rows, J]: b_max[j] - b's exponent (0 where b is 0)
+  struct Row {
+    std::size_t index;  // the row of b
+    double a;           // a[row][i]
+    double limit;       // the largest b deficit whose products the bins take
+  };
+  std::vector<double> b;                  // [rows, J padded]: b as double (exact)
+  std::vector<double> b_deficit;          // [rows, J padded]: b_max[j] - b's exponent (0 where b is 0)
   std::vector<std::int32_t> row_deficit;  // [rows]: the largest of the row's b_deficit
   std::vector<std::uint8_t> row_finite;   // [rows]: no infinite or NaN b in the row
   std::vector<std::int32_t> b_max;        // [J]
-  std::vector<double> bins;               // [kBins, J], then per-row constants
+  std::vector<double> bins;               // the two bins and bin 0's constants, [3, J padded]
+  std::vector<Row> plain, masked;         // one input row's rows that take the bins
 };
 
 /// Rows [begin, end) of an [I, J] parameter's words (element (i, j) at
