@@ -33,7 +33,12 @@ void AddBins(std::int64_t* words, double bin0, double bin1, int e0, int step) {
 }
 
 // Eight doubles: GCC's and Clang's vector extension, one AVX-512 register or two
-// AVX2 ones; the same IEEE operations lane by lane on either.
+// AVX2 ones; the same IEEE operations lane by lane on either. These helpers are
+// internal and inlined, so GCC's note that passing such vectors by value without
+// AVX-512 changes the calling convention (-Wpsabi) does not concern them.
+#if defined(__GNUC__)  // GCC and Clang
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 constexpr std::size_t kLanes = 8;
 constexpr std::size_t kBlock = 2 * kLanes;  // SumOuterProducts' columns per block
 using Doubles = double __attribute__((vector_size(kLanes * sizeof(double))));
@@ -44,9 +49,11 @@ Doubles Load(const double* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-void Store(double* p, Doubles v) { std::memcpy(p, &v, sizeof v); }
+void Store(double* p, const Doubles& v) { std::memcpy(p, &v, sizeof v); }
 // x where `keep` is true (all ones), else +0.
-Doubles Keep(Doubles x, Masks keep) { return reinterpret_cast<Doubles>(reinterpret_cast<Masks>(x) & keep); }
+Doubles Keep(const Doubles& x, const Masks& keep) {
+  return reinterpret_cast<Doubles>(reinterpret_cast<Masks>(x) & keep);
+}
 
 }  // namespace
 
