@@ -6,6 +6,7 @@
 // The CUDA backend runs this very runner and these kernels (docs/gpu.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -121,6 +122,22 @@ TEST_P(DeviceBackendTest, ExactModeGivesTheCpuWordsLossesAndPredictions) {
     for (std::size_t i = 0; i < values; i += kExactWords) ExactMerge(merged.data() + i, words.data() + i);
   ExactNormalizeAll(merged);
   EXPECT_EQ(merged, again);
+
+  // A replica's share of the regularization gradient (ExactSegment::regularization):
+  // the CPU adds it inside its sums, the device backend after its launch; the same
+  // words, and other words than without it where the model has an L2 term.
+  std::vector<std::int64_t> cpu_share(values, 7), device_share(values, 7);
+  const ExactSegment on_cpu{&params, 0, kExamples, cpu_share, 1.0f / 3};
+  const ExactSegment on_device{&params, 0, kExamples, device_share, 1.0f / 3};
+  runner.RunExact(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&on_cpu, 1));
+  ASSERT_TRUE(
+      backend->RunExact(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&on_device, 1))
+          .ok());
+  EXPECT_EQ(cpu_share, device_share);
+  const auto& specs = m.parameters();
+  if (std::any_of(specs.begin(), specs.end(), [](const auto& p) { return p.spec.l2 != 0.0; })) {
+    EXPECT_NE(device_share, again);
+  }
 }
 
 TEST_P(DeviceBackendTest, FastModeHasTheExactPerExampleValuesAndFloatSumsWithinTheirBound) {
