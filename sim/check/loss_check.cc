@@ -95,13 +95,11 @@ Gradients ComputeGradients(const CheckCase& c, const std::vector<double>& coeffi
   std::vector<ExactSegment> segments;
   std::int64_t begin = 0;
   for (std::size_t r = 0; r < c.split.size(); ++r) {
-    segments.push_back({&params, begin, c.split[r], words[r]});
+    segments.push_back({&params, begin, c.split[r], words[r], static_cast<float>(regularization[r])});
     begin += c.split[r];
   }
   BatchRunner runner(model, 16);
   runner.RunExact(images, labels, weights, losses, predictions, segments);
-  for (std::size_t r = 0; r < words.size(); ++r)
-    AddRegularizationWords(model, params, static_cast<float>(regularization[r]), words[r]);
   std::vector<std::span<std::int64_t>> buffers(words.begin(), words.end());
   CollectiveOptions options;
   options.algorithm = AllReduceAlgorithm::kHierarchical;

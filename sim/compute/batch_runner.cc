@@ -322,7 +322,7 @@ float BatchRunner::ExactGradient(const ParameterList<float>& params, const Tenso
                                  std::span<const std::int32_t> labels, std::span<const float> coefficients,
                                  std::span<float> per_example_loss, std::span<std::int32_t> predictions,
                                  std::vector<std::int64_t>& words, ParameterList<float>& grads) {
-  words.assign(static_cast<std::size_t>(model_.num_parameter_values() * kExactWords), 0);
+  words.resize(static_cast<std::size_t>(model_.num_parameter_values() * kExactWords));  // RunExact overwrites them
   const ExactSegment whole{&params, 0, static_cast<std::int64_t>(labels.size()), words, 1.0f};
   RunExact(images, labels, coefficients, per_example_loss, predictions, std::span(&whole, 1));
   std::int64_t offset = 0;

@@ -23,6 +23,20 @@ double OneAndHalfPow2(int e) {
   return std::bit_cast<double>((static_cast<std::uint64_t>(e + 1023) << 52) | (std::uint64_t{1} << 51));
 }
 
+// The two bins' layout for a sum over `counts` rows in all: rows < 2^g, and bin 1's
+// unit `step` binades below bin 0's, as wide as bin 1's 53 bits allow (step = 54 - g,
+// 52 for g = 1; see SumOuterProducts).
+struct BinLayout {
+  std::size_t rows;
+  int g, step;
+};
+BinLayout BinLayoutFor(std::span<const std::int64_t> counts) {
+  std::size_t rows = 0;
+  for (const std::int64_t c : counts) rows += static_cast<std::size_t>(c);
+  const int g = std::bit_width(rows);
+  return {rows, g, 52 - std::max(0, g - 2)};
+}
+
 // words += bin0 + bin1, two bins of units 2^(e0 - 52) and 2^(e0 - step - 52) that
 // hold integers below 2^53 in those units: one 128-bit value.
 void AddBins(std::int64_t* words, double bin0, double bin1, int e0, int step) {
@@ -40,7 +54,7 @@ void AddBins(std::int64_t* words, double bin0, double bin1, int e0, int step) {
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 constexpr std::size_t kLanes = 8;
-constexpr std::size_t kBlock = 2 * kLanes;  // SumOuterProducts' columns per block
+constexpr std::size_t kColumns = 2 * kLanes;  // SumOuterProducts' columns per block
 using Doubles = double __attribute__((vector_size(kLanes * sizeof(double))));
 using Masks = std::int64_t __attribute__((vector_size(kLanes * sizeof(double))));
 
@@ -82,15 +96,12 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
                       std::int64_t begin, std::int64_t end, std::int64_t* out, OuterProductScratch& scratch) {
   const std::int64_t inputs = terms[0]->a.dim(1), units = terms[0]->b.dim(1);
   const auto J = static_cast<std::size_t>(units);
-  std::size_t rows = 0;
-  for (const std::int64_t c : counts) rows += static_cast<std::size_t>(c);
-  const int g = std::bit_width(rows);
-  const int step = 52 - std::max(0, g - 2);
+  const auto [rows, g, step] = BinLayoutFor(counts);
   const int reach = step + 4 - g;
 
   // b decoded once for all rows i: as doubles, and each value's exponent deficit,
-  // in rows of Jp columns (zero past J) so that every block of kBlock columns is whole.
-  const std::size_t Jp = (J + kBlock - 1) / kBlock * kBlock;
+  // in rows of Jp columns (zero past J) so that every block of kColumns columns is whole.
+  const std::size_t Jp = (J + kColumns - 1) / kColumns * kColumns;
   scratch.b.assign(rows * Jp, 0.0);
   scratch.b_deficit.assign(rows * Jp, 0.0);
   scratch.row_deficit.assign(rows, 0);
@@ -155,8 +166,8 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
           scratch.masked.push_back({r, a, static_cast<double>(limit)});
         }
       }
-    // kBlock columns at a time, their bins in registers across all rows.
-    for (std::size_t jb = 0; jb < Jp; jb += kBlock) {
+    // kColumns columns at a time, their bins in registers across all rows.
+    for (std::size_t jb = 0; jb < Jp; jb += kColumns) {
       const Doubles c_lo = Load(c0 + jb), c_hi = Load(c0 + jb + kLanes);
       Doubles s0_lo{}, s0_hi{}, s1_lo{}, s1_hi{};
       for (const OuterProductScratch::Row& row : scratch.plain) {
@@ -195,7 +206,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
 // The same two double bins as SumOuterProducts, for single floats: element k's
 // values are below 2^T, T = x_max_k - 126, so e0 = T + g and bin 1's unit is
 // 2^(e0 - step - 52); a value's lsb, 2^(ex - 150), is at least that unit when
-// x_max_k - ex <= step + 28 - g (75 binades for 64 rows). Values further below, and
+// x_max_k - ex <= step + 28 - g (68 binades for 64 rows). Values further below, and
 // every value of an element with an infinite or NaN one, go to the words directly.
 // Elements are taken in blocks of kBlock: one pass over the rows for each element's
 // largest exponent, one for the bins.
@@ -203,10 +214,7 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
                std::int64_t end, std::int64_t* out) {
   constexpr std::int64_t kBlock = 256;
   const std::int64_t size = terms[0]->values.dim(1);
-  std::size_t rows = 0;
-  for (const std::int64_t c : counts) rows += static_cast<std::size_t>(c);
-  const int g = std::bit_width(rows);
-  const int step = 52 - std::max(0, g - 2);
+  const auto [rows, g, step] = BinLayoutFor(counts);
   const int reach = step + 28 - g;
   alignas(64) std::int32_t x_max[kBlock];
   alignas(64) std::uint32_t special[kBlock];
@@ -226,6 +234,7 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
     }
     for (std::int64_t k = 0; k < n; ++k) {
       const int top = std::max(x_max[k], 1);  // DecodeFiniteFloat's exponent of the largest
+      x_max[k] = top;
       c0[k] = OneAndHalfPow2(top - 126 + g);
       // A normal value is kept iff its exponent is at least top - reach, that is iff
       // |x| >= 2^(top - reach - 127); NaN keeps nothing (every comparison is false).
@@ -248,8 +257,7 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
     for (std::int64_t k = 0; k < n; ++k) {
       std::int64_t* words = out + (first + k) * kExactWords;
       std::fill_n(words, kExactWords, 0);
-      const int e0 = std::max(x_max[k], 1) - 126 + g;
-      AddBins(words, bin0[k], bin1[k], e0, step);
+      AddBins(words, bin0[k], bin1[k], x_max[k] - 126 + g, step);
       if (far[k] != 0.0)
         for (std::size_t c = 0; c < terms.size(); ++c) {
           const float* v = terms[c]->values.data() + first + k;
