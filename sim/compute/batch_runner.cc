@@ -20,7 +20,7 @@ void BatchRunner::Evaluate(const ParameterList<float>& params, const Tensor<floa
                            std::span<const std::int32_t> labels, std::span<float> per_example_loss,
                            std::span<std::int32_t> predictions, MathMode mode) {
   if (mode == MathMode::kExact) {
-    const ExactSegment segment{&params, 0, static_cast<std::int64_t>(labels.size()), {}};
+    const ExactSegment segment{&params, 0, static_cast<std::int64_t>(labels.size()), {}, 0.0f, {}};
     RunExact(images, labels, {}, per_example_loss, predictions, std::span(&segment, 1));
     return;
   }
@@ -248,6 +248,7 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
     if (segment_chunks[s].empty()) {
       std::fill(seg.grad_words.begin(), seg.grad_words.end(), 0);
       if (seg.regularization != 0.0f) AddRegularizationWords(model_, *seg.params, seg.regularization, seg.grad_words);
+      if (!seg.rounded.empty()) RoundWords(seg.grad_words, seg.rounded);
       continue;
     }
     const std::vector<ExampleTerms>& terms = chunk_terms_[chunks[segment_chunks[s].front()].slot];
@@ -258,33 +259,32 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
       for (std::int64_t b = 0; b < units; b += block) sum_tasks.push_back({s, p, b, std::min(units, b + block)});
     }
   }
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, sum_tasks.size(), 1),
-                    [&](const tbb::blocked_range<std::size_t>& range) {
-                      for (std::size_t t = range.begin(); t < range.end(); ++t) {
-                        const SumTask& task = sum_tasks[t];
-                        const ExactSegment& seg = segments[task.segment];
-                        std::int64_t* out = seg.grad_words.data() + offsets[task.parameter] * kExactWords;
-                        const auto& mine = segment_chunks[task.segment];
-                        const ExampleTerms& first = chunk_terms_[chunks[mine.front()].slot][task.parameter];
-                        std::vector<const ExampleTerms*> terms;
-                        std::vector<std::int64_t> counts;
-                        for (const std::size_t c : mine) {
-                          terms.push_back(&chunk_terms_[chunks[c].slot][task.parameter]);
-                          counts.push_back(chunks[c].count);
-                        }
-                        // The task's elements: [begin, end) or rows [begin, end) of J.
-                        std::int64_t begin = task.begin, end = task.end;
-                        if (first.kind == ExampleTerms::Kind::kValues) {
-                          SumValues(terms, counts, task.begin, task.end, out);
-                        } else {
-                          SumOuterProducts(terms, counts, task.begin, task.end, out, scratch_sums_.local());
-                          begin *= first.b.dim(1), end *= first.b.dim(1);
-                        }
-                        if (seg.regularization != 0.0f)
-                          AddRegularizationTerms((*seg.params)[task.parameter].span(), seg.regularization,
-                                                 specs[task.parameter].spec.l2, begin, end, out);
-                      }
-                    });
+  tbb::parallel_for(
+      tbb::blocked_range<std::size_t>(0, sum_tasks.size(), 1), [&](const tbb::blocked_range<std::size_t>& range) {
+        for (std::size_t t = range.begin(); t < range.end(); ++t) {
+          const SumTask& task = sum_tasks[t];
+          const ExactSegment& seg = segments[task.segment];
+          const double l2 = specs[task.parameter].spec.l2;
+          const SumOutput out{
+              seg.grad_words.data() + offsets[task.parameter] * kExactWords,
+              seg.regularization != 0.0f && l2 != 0.0 ? seg.regularization * static_cast<float>(l2) : 0.0f,
+              (*seg.params)[task.parameter].data(),
+              seg.rounded.empty() ? nullptr : seg.rounded.data() + offsets[task.parameter]};
+          const auto& mine = segment_chunks[task.segment];
+          const ExampleTerms& first = chunk_terms_[chunks[mine.front()].slot][task.parameter];
+          std::vector<const ExampleTerms*> terms;
+          std::vector<std::int64_t> counts;
+          for (const std::size_t c : mine) {
+            terms.push_back(&chunk_terms_[chunks[c].slot][task.parameter]);
+            counts.push_back(chunks[c].count);
+          }
+          // The task's elements: [begin, end), or rows [begin, end) of J.
+          if (first.kind == ExampleTerms::Kind::kValues)
+            SumValues(terms, counts, task.begin, task.end, out);
+          else
+            SumOuterProducts(terms, counts, task.begin, task.end, out, scratch_sums_.local());
+        }
+      });
 }
 
 void RoundWords(std::span<const std::int64_t> words, std::span<float> out) {
@@ -293,6 +293,18 @@ void RoundWords(std::span<const std::int64_t> words, std::span<float> out) {
         ExactToFloats(words.subspan(r.begin() * kExactWords, r.size() * kExactWords), out.subspan(r.begin(), r.size()));
       });
 }
+
+namespace {
+// AddRegularizationWords for elements [begin, end) of one parameter: words (element
+// k's at words + k * kExactWords) += scale * l2 * (2 * w[k]).
+void AddRegularizationTerms(std::span<const float> w, float scale, double l2, std::int64_t begin, std::int64_t end,
+                            std::int64_t* words) {
+  if (l2 == 0.0) return;
+  const float coefficient = scale * static_cast<float>(l2);
+  for (std::int64_t k = begin; k < end; ++k)
+    ExactAddFloatNormalized(words + k * kExactWords, RegularizationTerm(coefficient, w[static_cast<std::size_t>(k)]));
+}
+}  // namespace
 
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words) {
@@ -310,27 +322,19 @@ void AddRegularizationWords(const Sequential<float>& model, const ParameterList<
   }
 }
 
-void AddRegularizationTerms(std::span<const float> w, float scale, double l2, std::int64_t begin, std::int64_t end,
-                            std::int64_t* words) {
-  if (l2 == 0.0) return;
-  const float coefficient = scale * static_cast<float>(l2);
-  for (std::int64_t k = begin; k < end; ++k)
-    ExactAddFloatNormalized(words + k * kExactWords, coefficient * (w[static_cast<std::size_t>(k)] * 2.0f));
-}
-
 float BatchRunner::ExactGradient(const ParameterList<float>& params, const Tensor<float>& images,
                                  std::span<const std::int32_t> labels, std::span<const float> coefficients,
                                  std::span<float> per_example_loss, std::span<std::int32_t> predictions,
                                  std::vector<std::int64_t>& words, ParameterList<float>& grads) {
-  words.resize(static_cast<std::size_t>(model_.num_parameter_values() * kExactWords));  // RunExact overwrites them
-  const ExactSegment whole{&params, 0, static_cast<std::int64_t>(labels.size()), words, 1.0f};
+  // The words are scratch: RunExact rounds the gradient into `rounded`.
+  words.resize(static_cast<std::size_t>(model_.num_parameter_values() * kExactWords));
+  rounded_.resize(static_cast<std::size_t>(model_.num_parameter_values()));
+  const ExactSegment whole{&params, 0, static_cast<std::int64_t>(labels.size()), words, 1.0f, rounded_};
   RunExact(images, labels, coefficients, per_example_loss, predictions, std::span(&whole, 1));
-  std::int64_t offset = 0;
+  std::size_t offset = 0;
   for (auto& g : grads) {
-    RoundWords(std::span(words).subspan(static_cast<std::size_t>(offset * kExactWords),
-                                        static_cast<std::size_t>(g.size() * kExactWords)),
-               g.span());
-    offset += g.size();
+    std::copy_n(rounded_.begin() + static_cast<std::ptrdiff_t>(offset), g.size(), g.data());
+    offset += static_cast<std::size_t>(g.size());
   }
   ExactSum loss;
   for (std::size_t i = 0; i < labels.size(); ++i) loss.AddProduct(coefficients[i], per_example_loss[i]);

@@ -54,6 +54,13 @@ struct ExactSegment {
   /// AddRegularizationWords(model, *params, regularization, grad_words) adds them
   /// (the same words), while each element's words are still in cache.
   float regularization = 0.0f;
+  /// Non-empty (one float per parameter value, in grad_words' order): the segment's
+  /// gradient, rounded from its exact sum as RoundWords rounds the words, goes here;
+  /// grad_words are then scratch, holding the sum only where the rounded value is
+  /// not finite (enough to name the non-finite terms; SumOutput::rounded). For a
+  /// caller whose gradient is this one segment's (one replica, the one-device
+  /// reference): most sums are rounded from the double bins, without their words.
+  std::span<float> rounded = {};
 };
 
 /// What a training step's Dropout layers key their masks by (core/dropout.h): the
@@ -87,10 +94,6 @@ struct DropoutStep {
 /// normalized (ExactAddFloatNormalized), so that rounding them takes the fast path.
 void AddRegularizationWords(const Sequential<float>& model, const ParameterList<float>& weights, float scale,
                             std::span<std::int64_t> words);
-/// The same for elements [begin, end) of one parameter: words (element k's at
-/// words + k * kExactWords) += scale * l2 * (2 * w[k]).
-void AddRegularizationTerms(std::span<const float> w, float scale, double l2, std::int64_t begin, std::int64_t end,
-                            std::int64_t* words);
 
 /// out[i] = ExactToFloat(element i of `words`), in parallel over blocks of elements.
 void RoundWords(std::span<const std::int64_t> words, std::span<float> out);
@@ -219,6 +222,7 @@ class BatchRunner {
   DropoutStep dropout_step_;
   tbb::enumerable_thread_specific<ThreadScratch> scratch_;
   tbb::enumerable_thread_specific<OuterProductScratch> scratch_sums_;
+  std::vector<float> rounded_;                                        // ExactGradient's rounded gradient
   std::vector<ParameterList<float>> chunk_grads_, chunk_magnitudes_;  // [slot][parameter]
   std::vector<std::vector<ExampleTerms>> chunk_terms_;                // exact mode: [slot][parameter]
 };

@@ -179,9 +179,11 @@ class DeviceBackend final : public ComputeBackend {
       jobs.push_back(job);
     }
     DTLAB_RETURN_IF_ERROR(Launch(images, labels, coefficients, per_example_loss, predictions, jobs));
-    for (const ExactSegment& seg : segments)
+    for (const ExactSegment& seg : segments) {
       if (seg.regularization != 0.0f && !seg.grad_words.empty())
         AddRegularizationWords(model_, *seg.params, seg.regularization, seg.grad_words);
+      if (!seg.rounded.empty()) RoundWords(seg.grad_words, seg.rounded);
+    }
     return Status::Ok();
   }
 

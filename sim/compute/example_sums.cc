@@ -12,6 +12,7 @@ namespace dtlab {
 namespace {
 
 using exact_internal::DecodeFiniteFloat;
+__extension__ typedef unsigned __int128 Uint128;
 
 // 2^e and 1.5 * 2^e as doubles, for e in double's normal range.
 double Pow2(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52); }
@@ -44,6 +45,97 @@ void AddBins(std::int64_t* words, double bin0, double bin1, int e0, int step) {
   const auto n0 = static_cast<std::int64_t>(bin0 * Pow2(52 - e0));
   const auto n1 = static_cast<std::int64_t>(bin1 * Pow2(52 - e1));
   ExactAddInt128(words, (static_cast<ExactInt128>(n0) << step) + n1, e1 - 52 - kExactLsbExponent);
+}
+
+// The element's sum, bin0 + bin1 (AddBins' layout) + t for a float t, correctly
+// rounded to float into `out`, when that is simple: the exact sum as one 128-bit
+// integer (the bins' and t's lowest units the same), rounded by RoundFloatFast, which
+// ExactToFloat rounds with too. Returns false, leaving `out`, when the sum needs its
+// words: t infinite, NaN or too far from a nonzero sum of the bins for 125 bits, a
+// result that is subnormal, zero from a nonzero sum, or not finite.
+bool RoundBins(double bin0, double bin1, int e0, int step, float t, float& out) {
+  const int e1 = e0 - step;
+  const auto n0 = static_cast<std::int64_t>(bin0 * Pow2(52 - e0));
+  const auto n1 = static_cast<std::int64_t>(bin1 * Pow2(52 - e1));
+  ExactInt128 value = (static_cast<ExactInt128>(n0) << step) + n1;
+  int lsb = e1 - 52 - kExactLsbExponent;  // value's unit: 2^(lsb + kExactLsbExponent)
+  const auto width = [](ExactInt128 v) -> int {
+    const auto magnitude = static_cast<Uint128>(v < 0 ? -v : v);
+    const auto high = static_cast<std::uint64_t>(magnitude >> 64);
+    return static_cast<int>(high != 0 ? 64 + std::bit_width(high)
+                                      : std::bit_width(static_cast<std::uint64_t>(magnitude)));
+  };
+  if (t != 0.0f) {
+    if (!std::isfinite(t)) return false;
+    const auto [significand, exponent] = DecodeFiniteFloat(std::bit_cast<std::uint32_t>(t));
+    const int t_lsb = static_cast<int>(exponent) - 150 - kExactLsbExponent;
+    // No terms (a dead unit's column): the sum is t alone, whatever the bins' unit.
+    const int common = value == 0 ? t_lsb : std::min(lsb, t_lsb);
+    if (width(value) + (lsb - common) > 124 || 24 + (t_lsb - common) > 124) return false;
+    const auto t_value = static_cast<ExactInt128>(significand) << (t_lsb - common);
+    value = (value << (lsb - common)) + (t < 0.0f ? -t_value : t_value);
+    lsb = common;
+  }
+  // As ExactToFloat: the top 62 bits as m (floor), the rest as the sticky bit.
+  const int shift = std::max(0, width(value) - 62);
+  const bool sticky = (value & ((ExactInt128{1} << shift) - 1)) != 0;
+  float rounded;
+  if (!exact_internal::RoundFloatFast(static_cast<std::int64_t>(value >> shift), sticky, lsb + shift, rounded) ||
+      !std::isfinite(rounded))
+    return false;
+  out = rounded;
+  return true;
+}
+
+// RoundBins for n elements at once, in double arithmetic without branches, where the
+// regularization term t fits the bins: with C = 1.5 * 2^e0 the element's bin-0
+// constant (c0), t is one more term of the bins when it is 0 or when
+// u1 * 2^23 <= |t| <= 2^(e0 - g) (its last bit at least bin 1's unit u1, and no
+// larger than the bound 2^T of the terms). The rows are fewer than 2^g, so with t
+// they are at most 2^g: bin 0's sum stays at most 2^52 u0 and bin 1's at most
+// 2^53 u1, still exact. Then x = bin0 + bin1 is s + e exactly (TwoSum), and x
+// rounded to odd on 53 bits (s, or its neighbour towards x whose last bit is 1,
+// when e is not 0) rounds to float as x does: round to odd keeps x on its side of
+// every float and float midpoint, which are all 53-bit doubles (24 + 2 <= 53;
+// subnormal floats too). ok[k] says whether out[k] holds the rounded sum: t fit (or
+// the bins are empty, and the sum is t), and the float is finite (an overflow, or an
+// infinite or NaN t, takes the words).
+void RoundBinsFast(const double* bin0, const double* bin1, const double* c0, const float* t, int g, int step,
+                   float* out, std::uint8_t* ok, std::size_t n) {
+  const double high = Pow2(-g), low = Pow2(-step - 29);  // times 2^e0: 2^(e0 - g), u1 * 2^23
+  for (std::size_t k = 0; k < n; ++k) {
+    const double c = c0[k], term = t[k], magnitude = std::fabs(term);
+    const double e0 = std::bit_cast<double>(std::bit_cast<std::uint64_t>(c) & 0xfff0000000000000u);  // 2^e0
+    const bool fits = term == 0.0 || (magnitude <= e0 * high && magnitude >= e0 * low);
+    const double tq = fits ? (term + c) - c : 0.0;
+    const double a = bin0[k] + tq, b = bin1[k] + (fits ? term - tq : 0.0);
+    const double sum = a + b, bb = sum - a, e = (a - (sum - bb)) + (b - bb);
+    const auto bits = std::bit_cast<std::uint64_t>(sum);
+    // Towards x: the magnitude's last bit set (x beyond s) or the magnitude one
+    // lower with its last bit set (x short of s, so s is not zero).
+    const std::uint64_t odd = (e > 0.0) == (sum > 0.0) ? bits | 1 : (bits - 1) | 1;
+    // Empty bins (a dead unit's column, or terms that cancel): the sum is t, whatever
+    // it is, but +0 for -0 as the words give.
+    const bool empty = bin0[k] == 0.0 && bin1[k] == 0.0;
+    const float rounded = empty ? t[k] + 0.0f : static_cast<float>(std::bit_cast<double>(e != 0.0 ? odd : bits));
+    out[k] = rounded;
+    ok[k] = (fits || empty) && std::fabs(rounded) <= std::numeric_limits<float>::max();
+  }
+}
+
+// The end of an element's sum on the words' path: the bins added to the words (which
+// hold the terms outside them), normalized, then the regularization term t, and the
+// rounded value where the caller wants it.
+void FinishWords(std::int64_t* words, double bin0, double bin1, int e0, int step, float t, float* rounded) {
+  AddBins(words, bin0, bin1, e0, step);
+  ExactNormalize(words);
+  if (t != 0.0f) ExactAddFloatNormalized(words, t);
+  if (rounded != nullptr) *rounded = ExactToFloat(words);
+}
+
+// Element k's regularization term (0 without one).
+float TermOf(const SumOutput& out, std::int64_t k) {
+  return out.coefficient != 0.0f ? RegularizationTerm(out.coefficient, out.weights[k]) : 0.0f;
 }
 
 // Eight doubles: GCC's and Clang's vector extension, one AVX-512 register or two
@@ -93,7 +185,7 @@ Doubles Keep(const Doubles& x, const Masks& keep) {
 // All of it is exact, so which path a product took never shows in the words, and
 // the flops are the same IEEE operations on every x86-64 CPU.
 void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts,
-                      std::int64_t begin, std::int64_t end, std::int64_t* out, OuterProductScratch& scratch) {
+                      std::int64_t begin, std::int64_t end, const SumOutput& out, OuterProductScratch& scratch) {
   const std::int64_t inputs = terms[0]->a.dim(1), units = terms[0]->b.dim(1);
   const auto J = static_cast<std::size_t>(units);
   const auto [rows, g, step] = BinLayoutFor(counts);
@@ -136,9 +228,11 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   double* bin1 = bin0 + Jp;
   double* c0 = bin1 + Jp;
   std::fill(c0 + J, c0 + Jp, 1.5);
+  scratch.words.resize(J);
+  scratch.t.resize(J);
+  scratch.sums.resize(J);
+  scratch.sums_ok.resize(J);
   for (std::int64_t i = begin; i < end; ++i) {
-    const std::span<std::int64_t> words(out + i * units * kExactWords, J * kExactWords);
-    std::fill(words.begin(), words.end(), 0);
     std::int32_t a_max = 0;
     for (std::size_t c = 0; c < terms.size(); ++c)
       for (std::int64_t e = 0; e < counts[c]; ++e) {
@@ -147,9 +241,10 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       }
     for (std::size_t j = 0; j < J; ++j) c0[j] = OneAndHalfPow2(a_max + scratch.b_max[j] - 252 + g);
     // The rows that take the bins, with every product (plain) or with the products
-    // of b's values within reach of a's (masked); the others go to the words now.
+    // of b's values within reach of a's (masked); the others' (far) go to the words.
     scratch.plain.clear();
     scratch.masked.clear();
+    scratch.far.clear();
     r = 0;
     for (std::size_t c = 0; c < terms.size(); ++c)
       for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
@@ -158,8 +253,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
         if (finite && a == 0.0f) continue;
         const std::int32_t limit = reach - (a_max - ExponentOf(a));
         if (!finite || limit < 0) {
-          const float* b = terms[c]->b.data() + e * units;
-          for (std::size_t j = 0; j < J; ++j) ExactAddProduct(words.data() + j * kExactWords, a, b[j]);
+          scratch.far.push_back({a, terms[c]->b.data() + e * units});
         } else if (scratch.row_deficit[r] <= limit) {
           scratch.plain.push_back({r, a, static_cast<double>(limit)});
         } else {
@@ -191,15 +285,35 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       Store(bin0 + jb, s0_lo), Store(bin0 + jb + kLanes, s0_hi);
       Store(bin1 + jb, s1_lo), Store(bin1 + jb + kLanes, s1_hi);
     }
+    // The columns whose sums need their words: every one beside a far row, and those
+    // of a masked row's lanes left out of the bins.
+    std::fill(scratch.words.begin(), scratch.words.end(), !scratch.far.empty());
     for (const OuterProductScratch::Row& row : scratch.masked) {
       const double* deficit = scratch.b_deficit.data() + row.index * Jp;
-      const double* bd = scratch.b.data() + row.index * Jp;
-      for (std::size_t j = 0; j < J; ++j)
-        if (deficit[j] > row.limit) ExactAddProduct(words.data() + j * kExactWords, row.a, static_cast<float>(bd[j]));
+      for (std::size_t j = 0; j < J; ++j) scratch.words[j] |= deficit[j] > row.limit;
     }
-    for (std::size_t j = 0; j < J; ++j)
-      AddBins(words.data() + j * kExactWords, bin0[j], bin1[j], a_max + scratch.b_max[j] - 252 + g, step);
-    ExactNormalizeAll(words);
+    for (std::size_t j = 0; j < J; ++j) scratch.t[j] = TermOf(out, i * units + static_cast<std::int64_t>(j));
+    if (out.rounded != nullptr)
+      RoundBinsFast(bin0, bin1, c0, scratch.t.data(), g, step, scratch.sums.data(), scratch.sums_ok.data(), J);
+    for (std::size_t j = 0; j < J; ++j) {
+      const std::int64_t k = i * units + static_cast<std::int64_t>(j);
+      const float t = scratch.t[j];
+      const int e0 = a_max + scratch.b_max[j] - 252 + g;
+      float* rounded = out.rounded != nullptr ? out.rounded + k : nullptr;
+      if (rounded != nullptr && !scratch.words[j] &&
+          (scratch.sums_ok[j] ? (*rounded = scratch.sums[j], true)
+                              : RoundBins(bin0[j], bin1[j], e0, step, t, *rounded)))
+        continue;
+      std::int64_t* words = out.words + k * kExactWords;
+      std::fill_n(words, kExactWords, 0);
+      if (scratch.words[j]) {
+        for (const OuterProductScratch::FarRow& row : scratch.far) ExactAddProduct(words, row.a, row.b[j]);
+        for (const OuterProductScratch::Row& row : scratch.masked)
+          if (scratch.b_deficit[row.index * Jp + j] > row.limit)
+            ExactAddProduct(words, static_cast<float>(row.a), static_cast<float>(scratch.b[row.index * Jp + j]));
+      }
+      FinishWords(words, bin0[j], bin1[j], e0, step, t, rounded);
+    }
   }
 }
 
@@ -211,7 +325,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
 // Elements are taken in blocks of kBlock: one pass over the rows for each element's
 // largest exponent, one for the bins.
 void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts, std::int64_t begin,
-               std::int64_t end, std::int64_t* out) {
+               std::int64_t end, const SumOutput& out) {
   constexpr std::int64_t kBlock = 256;
   const std::int64_t size = terms[0]->values.dim(1);
   const auto [rows, g, step] = BinLayoutFor(counts);
@@ -219,6 +333,8 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
   alignas(64) std::int32_t x_max[kBlock];
   alignas(64) std::uint32_t special[kBlock];
   alignas(64) double c0[kBlock], threshold[kBlock], bin0[kBlock], bin1[kBlock], far[kBlock];
+  alignas(64) float t[kBlock], sums[kBlock];
+  alignas(64) std::uint8_t sums_ok[kBlock];
   for (std::int64_t first = begin; first < end; first += kBlock) {
     const std::int64_t n = std::min(kBlock, end - first);
     std::fill_n(x_max, n, 0);
@@ -254,17 +370,24 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
           far[k] = keep || x == 0.0 ? far[k] : 1.0;
         }
     }
+    for (std::int64_t k = 0; k < n; ++k) t[k] = TermOf(out, first + k);
+    if (out.rounded != nullptr) RoundBinsFast(bin0, bin1, c0, t, g, step, sums, sums_ok, static_cast<std::size_t>(n));
     for (std::int64_t k = 0; k < n; ++k) {
-      std::int64_t* words = out + (first + k) * kExactWords;
+      // An element with an infinite or NaN value has every nonzero one far.
+      const int e0 = x_max[k] - 126 + g;
+      float* rounded = out.rounded != nullptr ? out.rounded + first + k : nullptr;
+      if (rounded != nullptr && far[k] == 0.0 &&
+          (sums_ok[k] ? (*rounded = sums[k], true) : RoundBins(bin0[k], bin1[k], e0, step, t[k], *rounded)))
+        continue;
+      std::int64_t* words = out.words + (first + k) * kExactWords;
       std::fill_n(words, kExactWords, 0);
-      AddBins(words, bin0[k], bin1[k], x_max[k] - 126 + g, step);
       if (far[k] != 0.0)
         for (std::size_t c = 0; c < terms.size(); ++c) {
           const float* v = terms[c]->values.data() + first + k;
           for (std::int64_t e = 0; e < counts[c]; ++e, v += size)
             if (!(std::fabs(static_cast<double>(*v)) >= threshold[k])) ExactAddFloat(words, *v);
         }
-      ExactNormalize(words);
+      FinishWords(words, bin0[k], bin1[k], e0, step, t[k], rounded);
     }
   }
 }

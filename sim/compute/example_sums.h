@@ -26,18 +26,47 @@ struct OuterProductScratch {
   std::vector<std::int32_t> b_max;        // [J]
   std::vector<double> bins;               // the two bins and bin 0's constants, [3, J padded]
   std::vector<Row> plain, masked;         // one input row's rows that take the bins
+  struct FarRow {
+    float a;
+    const float* b;  // the row of b, J values
+  };
+  std::vector<FarRow> far;            // one input row's rows whose products all go to the words
+  std::vector<std::uint8_t> words;    // [J]: the column's sum needs its words
+  std::vector<float> t, sums;         // [J]: one input row's regularization terms, and sums rounded from the bins
+  std::vector<std::uint8_t> sums_ok;  // [J]: sums[j] is the rounded sum
 };
 
-/// Rows [begin, end) of an [I, J] parameter's words (element (i, j) at
-/// out + (i * J + j) * kExactWords, overwritten): the exact sum of a[e][i] * b[e][j]
-/// over the examples e of `terms` (kOuterProducts; counts[c] examples of terms[c]).
-void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts,
-                      std::int64_t begin, std::int64_t end, std::int64_t* out, OuterProductScratch& scratch);
+/// Where the sum kernels put a parameter's sums, and the regularization term they
+/// add to each (element k counted from the parameter's first).
+struct SumOutput {
+  /// Element k's words at words + k * kExactWords.
+  std::int64_t* words = nullptr;
+  /// Nonzero: element k's sum also gets RegularizationTerm(coefficient, weights[k]).
+  float coefficient = 0.0f;
+  const float* weights = nullptr;
+  /// Null: every element's words are overwritten with its sum, normalized. Else
+  /// rounded[k] gets the sum correctly rounded to float (ExactToFloat of those
+  /// words), and the words are overwritten only where the kernel needs them: at
+  /// least wherever rounded[k] is not finite (so they tell which terms were
+  /// infinite or NaN); elsewhere their contents are unspecified. A sum that the
+  /// double bins hold alone, and that rounds to a finite float, is rounded from the
+  /// bins without touching its 152 bytes of words.
+  float* rounded = nullptr;
+};
 
-/// Elements [begin, end) of a parameter's words (element k at out + k * kExactWords,
-/// overwritten): the exact sum of values[e][k] over the examples of `terms`
-/// (kValues).
+/// The regularization gradient's term of one element, scale * l2 * (2 * w) in float
+/// as Sequential::AddRegularizationGradient computes it, coefficient = scale * l2.
+inline float RegularizationTerm(float coefficient, float w) { return coefficient * (w * 2.0f); }
+
+/// Rows [begin, end) of an [I, J] parameter (element (i, j) is k = i * J + j): the
+/// exact sum of a[e][i] * b[e][j] over the examples e of `terms` (kOuterProducts;
+/// counts[c] examples of terms[c]), plus the regularization term, as `out` says.
+void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts,
+                      std::int64_t begin, std::int64_t end, const SumOutput& out, OuterProductScratch& scratch);
+
+/// Elements [begin, end) of a parameter: the exact sum of values[e][k] over the
+/// examples of `terms` (kValues), plus the regularization term, as `out` says.
 void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::int64_t> counts, std::int64_t begin,
-               std::int64_t end, std::int64_t* out);
+               std::int64_t end, const SumOutput& out);
 
 }  // namespace dtlab

@@ -87,25 +87,32 @@ bool SameBits(const ParameterList<float>& a, const ParameterList<float>& b) {
 }
 
 // The same for exact mode's gradient words: an accumulator's last word counts the
-// non-finite terms added to it.
-std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<const std::int64_t> words) {
+// non-finite terms added to it. With `rounded` (the gradient rounded in its pass,
+// ExactSegment::rounded), only the elements whose rounded value is not finite are
+// sure to have their words; a non-finite term rounds to inf or NaN, so the others
+// had none.
+std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<const std::int64_t> words,
+                                  std::span<const float> rounded) {
   // The common case, nothing non-finite, in parallel: the scan reads a word of every
-  // accumulator, which touches all their cache lines.
+  // accumulator, which touches all their cache lines (or the rounded floats).
   const auto elements = static_cast<std::int64_t>(words.size() / kExactWords);
-  const bool any = tbb::parallel_reduce(
-      tbb::blocked_range<std::int64_t>(0, elements, 8192), false,
-      [&](const tbb::blocked_range<std::int64_t>& r, bool found) {
-        std::int64_t special = 0;
-        for (std::int64_t k = r.begin(); k < r.end(); ++k)
-          special |= words[static_cast<std::size_t>(k * kExactWords + kExactDigitWords)];
-        return found || special != 0;
-      },
-      [](bool a, bool b) { return a || b; });
+  const bool any = !rounded.empty()
+                       ? !AllFinite(rounded)
+                       : tbb::parallel_reduce(
+                             tbb::blocked_range<std::int64_t>(0, elements, 8192), false,
+                             [&](const tbb::blocked_range<std::int64_t>& r, bool found) {
+                               std::int64_t special = 0;
+                               for (std::int64_t k = r.begin(); k < r.end(); ++k)
+                                 special |= words[static_cast<std::size_t>(k * kExactWords + kExactDigitWords)];
+                               return found || special != 0;
+                             },
+                             [](bool a, bool b) { return a || b; });
   if (!any) return "";
   std::int64_t element = 0;
   return NonFiniteNames(model, [&](std::size_t p) {
     bool nan = false, inf = false;
     for (const std::int64_t end = element + NumElements(model.parameters()[p].spec.shape); element < end; ++element) {
+      if (!rounded.empty() && std::isfinite(rounded[static_cast<std::size_t>(element)])) continue;
       const std::int64_t special = words[static_cast<std::size_t>(element * kExactWords + kExactDigitWords)];
       nan |= special >= kExactNanUnit, inf |= special != 0;
     }
@@ -119,8 +126,10 @@ Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::
                                       std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot) {
   for (auto k = static_cast<std::size_t>(begin); k < static_cast<std::size_t>(end); ++k) {
     const GradientSlot& gradient = slot(static_cast<std::int32_t>(k));
-    const std::string bad = config_.math == MathMode::kExact ? NonFiniteAccumulators(model_, gradient.words)
-                                                             : NonFiniteVariables(model_, gradient.grads);
+    const std::string bad =
+        config_.math == MathMode::kExact
+            ? NonFiniteAccumulators(model_, gradient.words, rounds_in_pass_ ? gradient.flat : std::span<const float>())
+            : NonFiniteVariables(model_, gradient.grads);
     if (bad.empty()) continue;
     const std::size_t r = k + static_cast<std::size_t>(first_);
     std::int64_t losses = 0;
@@ -302,6 +311,9 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
   // Gradient buffers: every replica's, or, folded, a wave's slots and the sum.
   cluster->folded_ = FoldsReduction(config, model, group != nullptr);
   cluster->compacted_ = CompactsGradients(config, model, group != nullptr);
+  cluster->rounds_in_pass_ = config.math == MathMode::kExact && config.replicas == 1 && group == nullptr &&
+                             !cluster->folded_ && !cluster->compacted_ && cluster->faults_ == nullptr &&
+                             !config.accumulation.on();
   const auto allocate = [&](GradientSlot& slot) {
     slot.grads = model.ZeroParameters();
     slot.flat.assign(flat_size, 0.0f);
@@ -544,7 +556,8 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
       // words in the same pass (ExactSegment::regularization).
       if constexpr (kExact)
         segments.push_back({&Weights(*Local(r)), offsets[k], batch_sizes[k], gradient.words,
-                            regularize ? config_.RegularizationShare(1.0f, r, n, split) : 0.0f});
+                            regularize ? config_.RegularizationShare(1.0f, r, n, split) : 0.0f,
+                            rounds_in_pass_ ? std::span<float>(gradient.flat) : std::span<float>()});
       else
         segments.push_back({&Weights(*Local(r)), offsets[k], batch_sizes[k], &gradient.grads, nullptr});
     }
@@ -742,7 +755,7 @@ Status Cluster::ReduceGradients(std::int64_t step) {
     const auto holders = static_cast<std::int32_t>(central() ? 1 : replicas_.size());
     tbb::parallel_for(0, holders, [&](std::int32_t r) {
       Replica& replica = replicas_[static_cast<std::size_t>(r)];
-      if (!compact) RoundWords(replica.words, replica.flat);
+      if (!compact && !rounds_in_pass_) RoundWords(replica.words, replica.flat);
       if (mean)
         for (float& g : replica.flat) g /= static_cast<float>(config_.replicas);
     });

@@ -362,6 +362,11 @@ class Cluster final : public TrainingEngine {
   // CompactsGradients: the same waves of slots_, each replica's slot then encoded.
   bool compacted_ = false;
   CompactExactWorkspace compact_workspace_;  // the compact all-reduce's buffers, kept from step to step
+  // Exact mode with one replica in one process, unfolded, without accumulation or
+  // injected faults: the replica's gradient is its segment's alone, so RunExact
+  // rounds it into the replica's `flat` in the pass (ExactSegment::rounded) and its
+  // words are scratch; the (one-buffer) collective still runs and is logged.
+  bool rounds_in_pass_ = false;
   std::vector<GradientSlot> slots_;
   std::vector<std::int64_t> folded_words_;
   ParameterList<float> folded_grads_;

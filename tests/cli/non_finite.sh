@@ -12,4 +12,9 @@ for math in fast exact; do
   expect_exit 0 eval_$math -- "$DTLAB" eval --checkpoint-dir "$WORK/ckpt_$math" --json
   expect_contains eval_$math out '"step": 1'
 done
+# One replica in exact mode rounds its gradient in the pass (ExactSegment::rounded),
+# without most of its words: the words of the non-finite values still name the NaN.
+expect_exit 3 blowup_one_device -- timeout 120 "$DTLAB" train --no-progress --optimizer sgd --lr 1e38 --steps 5 \
+  --math exact --strategy one_device
+expect_contains blowup_one_device err "runtime fault: step 2: replica 0 of 1 computed a non-finite gradient for dense/kernel (NaN)"
 finish

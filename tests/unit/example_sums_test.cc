@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -63,6 +64,52 @@ Tensor<float> RandomTensor(std::int64_t rows, std::int64_t cols, bool special) {
   return t;
 }
 
+// What a property run asks the kernel for: the words alone or the rounded sums too,
+// with or without regularization terms (random weights, a coefficient near the usual
+// l2 * scale or anywhere in float's range, so that a term lands beside, far above
+// or far below the sums' bins).
+struct Request {
+  std::vector<float> weights;
+  float coefficient = 0.0f;
+  bool rounded = false;
+  std::vector<std::int64_t> words;
+  std::vector<float> sums;
+
+  Request(std::int64_t elements, bool special) : words(static_cast<std::size_t>(elements * kExactWords), 77) {
+    rounded = *rc::gen::arbitrary<bool>();
+    const int kind = *rc::gen::inRange(0, 4);
+    if (kind > 0) {
+      coefficient = kind == 1 ? 1e-4f : kind == 2 ? 0x1p-40f : *GenFactor(false);
+      for (std::int64_t k = 0; k < elements; ++k) weights.push_back(*GenFactor(special));
+    }
+    sums.assign(static_cast<std::size_t>(elements), -77.0f);
+  }
+  SumOutput Output() { return {words.data(), coefficient, weights.data(), rounded ? sums.data() : nullptr}; }
+  // Checks element k against the plain sum of its terms (`expected`, normalized
+  // words), or against the sentinels when the kernel was not to touch it.
+  void Check(std::int64_t k, std::vector<std::int64_t> expected, bool touched) const {
+    const std::int64_t* got = words.data() + k * kExactWords;
+    const float sum = sums[static_cast<std::size_t>(k)];
+    if (!touched) {
+      RC_ASSERT(std::all_of(got, got + kExactWords, [](std::int64_t w) { return w == 77; }));
+      RC_ASSERT(sum == -77.0f);
+      return;
+    }
+    if (coefficient != 0.0f) {
+      const float t = RegularizationTerm(coefficient, weights[static_cast<std::size_t>(k)]);
+      ExactAddFloat(expected.data(), t);
+      ExactNormalize(expected.data());
+    }
+    if (rounded) {
+      RC_ASSERT(std::bit_cast<std::uint32_t>(sum) == std::bit_cast<std::uint32_t>(ExactToFloat(expected.data())));
+      if (std::isfinite(sum)) return;  // the words are needed only where it is not finite
+    } else {
+      RC_ASSERT(sum == -77.0f);
+    }
+    RC_ASSERT(std::equal(expected.begin(), expected.end(), got));
+  }
+};
+
 RC_GTEST_PROP(SumOuterProducts, GivesThePlainExactSums, ()) {
   const auto counts = *GenCounts();
   const std::int64_t I = *rc::gen::inRange<std::int64_t>(1, 4), J = *rc::gen::inRange<std::int64_t>(1, 37);
@@ -81,21 +128,17 @@ RC_GTEST_PROP(SumOuterProducts, GivesThePlainExactSums, ()) {
   }
   const std::int64_t begin = *rc::gen::inRange<std::int64_t>(0, I);
   const std::int64_t end = *rc::gen::inRange<std::int64_t>(begin + 1, I + 1);
-  std::vector<std::int64_t> out(static_cast<std::size_t>(I * J * kExactWords), 77);
+  Request request(I * J, special);
   OuterProductScratch scratch;
-  SumOuterProducts(terms, counts, begin, end, out.data(), scratch);
+  SumOuterProducts(terms, counts, begin, end, request.Output(), scratch);
   for (std::int64_t i = 0; i < I; ++i)
     for (std::int64_t j = 0; j < J; ++j) {
-      std::vector<std::int64_t> expected(kExactWords, 77);
-      if (i >= begin && i < end) {
-        std::fill(expected.begin(), expected.end(), 0);
-        for (std::size_t c = 0; c < counts.size(); ++c)
-          for (std::int64_t e = 0; e < counts[c]; ++e)
-            ExactAddProduct(expected.data(), chunks[c].a[e * I + i], chunks[c].b[e * J + j]);
-        ExactNormalize(expected.data());
-      }
-      const auto* got = out.data() + (i * J + j) * kExactWords;
-      RC_ASSERT(std::equal(expected.begin(), expected.end(), got));
+      std::vector<std::int64_t> expected(kExactWords, 0);
+      for (std::size_t c = 0; c < counts.size(); ++c)
+        for (std::int64_t e = 0; e < counts[c]; ++e)
+          ExactAddProduct(expected.data(), chunks[c].a[e * I + i], chunks[c].b[e * J + j]);
+      ExactNormalize(expected.data());
+      request.Check(i * J + j, expected, i >= begin && i < end);
     }
 }
 
@@ -111,17 +154,14 @@ RC_GTEST_PROP(SumValues, GivesThePlainExactSums, ()) {
   }
   const std::int64_t begin = *rc::gen::inRange<std::int64_t>(0, size);
   const std::int64_t end = *rc::gen::inRange<std::int64_t>(begin + 1, size + 1);
-  std::vector<std::int64_t> out(static_cast<std::size_t>(size * kExactWords), 77);
-  SumValues(terms, counts, begin, end, out.data());
+  Request request(size, special);
+  SumValues(terms, counts, begin, end, request.Output());
   for (std::int64_t k = 0; k < size; ++k) {
-    std::vector<std::int64_t> expected(kExactWords, 77);
-    if (k >= begin && k < end) {
-      std::fill(expected.begin(), expected.end(), 0);
-      for (std::size_t c = 0; c < counts.size(); ++c)
-        for (std::int64_t e = 0; e < counts[c]; ++e) ExactAddFloat(expected.data(), chunks[c].values[e * size + k]);
-      ExactNormalize(expected.data());
-    }
-    RC_ASSERT(std::equal(expected.begin(), expected.end(), out.data() + k * kExactWords));
+    std::vector<std::int64_t> expected(kExactWords, 0);
+    for (std::size_t c = 0; c < counts.size(); ++c)
+      for (std::int64_t e = 0; e < counts[c]; ++e) ExactAddFloat(expected.data(), chunks[c].values[e * size + k]);
+    ExactNormalize(expected.data());
+    request.Check(k, expected, k >= begin && k < end);
   }
 }
 
@@ -146,7 +186,7 @@ TEST(SumOuterProducts, TheBinsEdges) {
       const ExampleTerms* terms[] = {&t};
       std::vector<std::int64_t> out(2 * kExactWords);
       OuterProductScratch scratch;
-      SumOuterProducts(terms, counts, 0, 1, out.data(), scratch);
+      SumOuterProducts(terms, counts, 0, 1, SumOutput{out.data()}, scratch);
       for (std::int64_t j = 0; j < 2; ++j) {
         std::vector<std::int64_t> expected(kExactWords, 0);
         for (std::int64_t e = 0; e < rows; ++e) ExactAddProduct(expected.data(), t.a[e], t.b[e * 2 + j]);
@@ -174,7 +214,7 @@ TEST(SumValues, TheBinsEdges) {
       const std::vector<std::int64_t> counts = {rows};
       const ExampleTerms* terms[] = {&t};
       std::vector<std::int64_t> out(2 * kExactWords);
-      SumValues(terms, counts, 0, 2, out.data());
+      SumValues(terms, counts, 0, 2, SumOutput{out.data()});
       for (std::int64_t k = 0; k < 2; ++k) {
         std::vector<std::int64_t> expected(kExactWords, 0);
         for (std::int64_t e = 0; e < rows; ++e) ExactAddFloat(expected.data(), t.values[e * 2 + k]);
@@ -210,11 +250,87 @@ TEST(SumOuterProducts, TheSecondBinsCapacity) {
       const ExampleTerms* terms[] = {&t};
       std::vector<std::int64_t> out(kExactWords), expected(kExactWords, 0);
       OuterProductScratch scratch;
-      SumOuterProducts(terms, counts, 0, 1, out.data(), scratch);
+      SumOuterProducts(terms, counts, 0, 1, SumOutput{out.data()}, scratch);
       for (std::int64_t e = 0; e < kRows; ++e) ExactAddProduct(expected.data(), t.a[e], t.b[e]);
       ExactNormalize(expected.data());
       EXPECT_EQ(out, expected) << below << " binades below, significand " << significand;
     }
+}
+
+// Sums rounded from the bins (SumOutput::rounded) at rounding's edges, each against
+// the plain words rounded by ExactToFloat: ties to even, a tie broken by a far bit,
+// overflow to infinity (whose words must be written), subnormal and cancelled sums,
+// and regularization terms far above, far below and cancelling the bins.
+TEST(SumValues, RoundsFromTheBinsAsTheWordsRound) {
+  struct Case {
+    std::vector<float> values;
+    float t;  // the regularization term: coefficient 0.5, weight t
+  };
+  const Case cases[] = {
+      {{1.0f, 0x1p-24f}, 0.0f},                                // a tie: to even, down
+      {{1.0f + 0x1p-23f, 0x1p-24f}, 0.0f},                     // a tie: to even, up
+      {{1.0f, 0x1p-24f, 0x1p-70f}, 0.0f},                      // just above a tie
+      {{1.0f, 0x1p-24f, -0x1p-70f}, 0.0f},                     // just below a tie
+      {{3e38f, 3e38f}, 0.0f},                                  // overflows: infinity, from the words
+      {{-3e38f, -3e38f, 1.0f}, 0.0f},                          // to minus infinity
+      {{1e-40f, 1e-40f}, 0.0f},                                // a subnormal sum
+      {{0x1p-126f, -0x1p-127f}, 0.0f},                         // a subnormal by cancellation
+      {{1.0f}, -1.0f},                                         // cancelled by the term: +0
+      {{1e-30f, 3e-31f}, 1e30f},                               // a term far above the bins
+      {{1e30f, 3e29f}, 1e-30f},                                // a term far below them
+      {{1.5f, -0.25f}, 0x1p-30f},                              // a term within them
+      {{-1.0f, 0x1p-24f}, 0x1p-25f},                           // a term that makes a tie
+      {{0.0f, 0.0f}, 0.0f},                                    // zero: +0
+      {{0.0f, -0.0f}, 1e-6f},                                  // no terms (a dead unit): the term alone
+      {{0.0f, -0.0f}, -0.0f},                                  // still +0, as the words give
+      {{1.0f, std::numeric_limits<float>::infinity()}, 0.0f},  // a non-finite term: the words
+  };
+  for (std::size_t n = 0; n < std::size(cases); ++n) {
+    const Case& c = cases[n];
+    const auto rows = static_cast<std::int64_t>(c.values.size());
+    ExampleTerms terms;
+    terms.values = Tensor<float>({rows, 1});
+    for (std::int64_t e = 0; e < rows; ++e) terms.values[e] = c.values[static_cast<std::size_t>(e)];
+    const std::vector<std::int64_t> counts = {rows};
+    const ExampleTerms* chunk[] = {&terms};
+    std::vector<std::int64_t> words(kExactWords, 77), expected(kExactWords, 0);
+    float rounded = -77.0f;
+    SumValues(chunk, counts, 0, 1, SumOutput{words.data(), 0.5f, &c.t, &rounded});
+    for (const float v : c.values) ExactAddFloat(expected.data(), v);
+    ExactAddFloat(expected.data(), RegularizationTerm(0.5f, c.t));
+    ExactNormalize(expected.data());
+    const float want = ExactToFloat(expected.data());
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(rounded), std::bit_cast<std::uint32_t>(want)) << "case " << n;
+    if (!std::isfinite(want)) {
+      EXPECT_EQ(words, expected) << "case " << n;
+    }
+  }
+}
+
+// The same for a product: one that overflows float (its words written), one that
+// is subnormal, and one that is exact.
+TEST(SumOuterProducts, RoundsFromTheBinsAsTheWordsRound) {
+  for (const auto& [a, b] : {std::pair(0x1p100f, 0x1p100f), std::pair(-0x1p100f, 0x1p30f),
+                             std::pair(0x1p-100f, 0x1p-40f), std::pair(3.0f, -5.0f)}) {
+    ExampleTerms t;
+    t.kind = ExampleTerms::Kind::kOuterProducts;
+    t.a = Tensor<float>({1, 1});
+    t.b = Tensor<float>({1, 1});
+    t.a[0] = a, t.b[0] = b;
+    const std::vector<std::int64_t> counts = {1};
+    const ExampleTerms* terms[] = {&t};
+    std::vector<std::int64_t> words(kExactWords, 77), expected(kExactWords, 0);
+    float rounded = -77.0f;
+    OuterProductScratch scratch;
+    SumOuterProducts(terms, counts, 0, 1, SumOutput{words.data(), 0.0f, nullptr, &rounded}, scratch);
+    ExactAddProduct(expected.data(), a, b);
+    ExactNormalize(expected.data());
+    const float want = ExactToFloat(expected.data());
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(rounded), std::bit_cast<std::uint32_t>(want)) << a << " * " << b;
+    if (!std::isfinite(want)) {
+      EXPECT_EQ(words, expected) << a << " * " << b;
+    }
+  }
 }
 
 }  // namespace
