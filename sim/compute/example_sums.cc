@@ -87,42 +87,6 @@ bool RoundBins(double bin0, double bin1, int e0, int step, float t, float& out) 
   return true;
 }
 
-// RoundBins for n elements at once, in double arithmetic without branches, where the
-// regularization term t fits the bins: with C = 1.5 * 2^e0 the element's bin-0
-// constant (c0), t is one more term of the bins when it is 0 or when
-// u1 * 2^23 <= |t| <= 2^(e0 - g) (its last bit at least bin 1's unit u1, and no
-// larger than the bound 2^T of the terms). The rows are fewer than 2^g, so with t
-// they are at most 2^g: bin 0's sum stays at most 2^52 u0 and bin 1's at most
-// 2^53 u1, still exact. Then x = bin0 + bin1 is s + e exactly (TwoSum), and x
-// rounded to odd on 53 bits (s, or its neighbour towards x whose last bit is 1,
-// when e is not 0) rounds to float as x does: round to odd keeps x on its side of
-// every float and float midpoint, which are all 53-bit doubles (24 + 2 <= 53;
-// subnormal floats too). ok[k] says whether out[k] holds the rounded sum: t fit (or
-// the bins are empty, and the sum is t), and the float is finite (an overflow, or an
-// infinite or NaN t, takes the words).
-void RoundBinsFast(const double* bin0, const double* bin1, const double* c0, const float* t, int g, int step,
-                   float* out, std::uint8_t* ok, std::size_t n) {
-  const double high = Pow2(-g), low = Pow2(-step - 29);  // times 2^e0: 2^(e0 - g), u1 * 2^23
-  for (std::size_t k = 0; k < n; ++k) {
-    const double c = c0[k], term = t[k], magnitude = std::fabs(term);
-    const double e0 = std::bit_cast<double>(std::bit_cast<std::uint64_t>(c) & 0xfff0000000000000u);  // 2^e0
-    const bool fits = term == 0.0 || (magnitude <= e0 * high && magnitude >= e0 * low);
-    const double tq = fits ? (term + c) - c : 0.0;
-    const double a = bin0[k] + tq, b = bin1[k] + (fits ? term - tq : 0.0);
-    const double sum = a + b, bb = sum - a, e = (a - (sum - bb)) + (b - bb);
-    const auto bits = std::bit_cast<std::uint64_t>(sum);
-    // Towards x: the magnitude's last bit set (x beyond s) or the magnitude one
-    // lower with its last bit set (x short of s, so s is not zero).
-    const std::uint64_t odd = (e > 0.0) == (sum > 0.0) ? bits | 1 : (bits - 1) | 1;
-    // Empty bins (a dead unit's column, or terms that cancel): the sum is t, whatever
-    // it is, but +0 for -0 as the words give.
-    const bool empty = bin0[k] == 0.0 && bin1[k] == 0.0;
-    const float rounded = empty ? t[k] + 0.0f : static_cast<float>(std::bit_cast<double>(e != 0.0 ? odd : bits));
-    out[k] = rounded;
-    ok[k] = (fits || empty) && std::fabs(rounded) <= std::numeric_limits<float>::max();
-  }
-}
-
 // The end of an element's sum on the words' path: the bins added to the words (which
 // hold the terms outside them), normalized, then the regularization term t, and the
 // rounded value where the caller wants it.
@@ -159,6 +123,71 @@ void Store(double* p, const Doubles& v) { std::memcpy(p, &v, sizeof v); }
 // x where `keep` is true (all ones), else +0.
 Doubles Keep(const Doubles& x, const Masks& keep) {
   return reinterpret_cast<Doubles>(reinterpret_cast<Masks>(x) & keep);
+}
+using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Ints = std::int32_t __attribute__((vector_size(kLanes * sizeof(float))));
+
+// RoundBins for n elements at once, in double arithmetic without branches, where the
+// regularization term t fits the bins: with C = 1.5 * 2^e0 the element's bin-0
+// constant (c0), t is one more term of the bins when it is 0 or when
+// u1 * 2^23 <= |t| <= 2^(e0 - g) (its last bit at least bin 1's unit u1, and no
+// larger than the bound 2^T of the terms). The rows are fewer than 2^g, so with t
+// they are at most 2^g: bin 0's sum stays at most 2^52 u0 and bin 1's at most
+// 2^53 u1, still exact. Then x = bin0 + bin1 is s + e exactly (TwoSum), and x
+// rounded to odd on 53 bits (s, or its neighbour towards x whose last bit is 1,
+// when e is not 0) rounds to float as x does: round to odd keeps x on its side of
+// every float and float midpoint, which are all 53-bit doubles (24 + 2 <= 53;
+// subnormal floats too). ok[k] says whether out[k] holds the rounded sum: t fit (or
+// the bins are empty, and the sum is t), and the float is finite (an overflow, or an
+// infinite or NaN t, takes the words).
+void RoundBinsFast(const double* bin0, const double* bin1, const double* c0, const float* t, int g, int step,
+                   float* out, std::uint8_t* ok, std::size_t n) {
+  const double high = Pow2(-g), low = Pow2(-step - 29);  // times 2^e0: 2^(e0 - g), u1 * 2^23
+  // kLanes elements at a time: the same operations lane by lane, each choice a mask.
+  std::size_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    const Doubles c = Load(c0 + k), bins0 = Load(bin0 + k), bins1 = Load(bin1 + k);
+    Floats t_lanes;
+    std::memcpy(&t_lanes, t + k, sizeof t_lanes);
+    const Doubles term = __builtin_convertvector(t_lanes, Doubles);
+    const Doubles e0 =
+        reinterpret_cast<Doubles>(reinterpret_cast<Masks>(c) & static_cast<std::int64_t>(0xfff0000000000000u));
+    const Doubles magnitude = reinterpret_cast<Doubles>(reinterpret_cast<Masks>(term) & 0x7fffffffffffffff);
+    const Masks fits = (term == 0.0) | ((magnitude <= e0 * high) & (magnitude >= e0 * low));
+    const Doubles tq = Keep((term + c) - c, fits);
+    const Doubles a = bins0 + tq, b = bins1 + Keep(term - tq, fits);
+    const Doubles sum = a + b, bb = sum - a, e = (a - (sum - bb)) + (b - bb);
+    const Masks bits = reinterpret_cast<Masks>(sum);
+    const Masks same = (e > 0.0) == (sum > 0.0);
+    const Masks odd = (same & (bits | 1)) | (~same & ((bits - 1) | 1));
+    const Masks inexact = e != 0.0;
+    const Floats converted =
+        __builtin_convertvector(reinterpret_cast<Doubles>((inexact & odd) | (~inexact & bits)), Floats);
+    const Ints empty = __builtin_convertvector((bins0 == 0.0) & (bins1 == 0.0), Ints);
+    const Ints chosen = (reinterpret_cast<Ints>(t_lanes + 0.0f) & empty) | (reinterpret_cast<Ints>(converted) & ~empty);
+    const Ints finite = (chosen & 0x7fffffff) < 0x7f800000;
+    const Ints good = (__builtin_convertvector(fits, Ints) | empty) & finite;
+    std::memcpy(out + k, &chosen, sizeof chosen);
+    for (std::size_t l = 0; l < kLanes; ++l) ok[k + l] = good[l] != 0;
+  }
+  for (; k < n; ++k) {
+    const double c = c0[k], term = t[k], magnitude = std::fabs(term);
+    const double e0 = std::bit_cast<double>(std::bit_cast<std::uint64_t>(c) & 0xfff0000000000000u);  // 2^e0
+    const bool fits = term == 0.0 || (magnitude <= e0 * high && magnitude >= e0 * low);
+    const double tq = fits ? (term + c) - c : 0.0;
+    const double a = bin0[k] + tq, b = bin1[k] + (fits ? term - tq : 0.0);
+    const double sum = a + b, bb = sum - a, e = (a - (sum - bb)) + (b - bb);
+    const auto bits = std::bit_cast<std::uint64_t>(sum);
+    // Towards x: the magnitude's last bit set (x beyond s) or the magnitude one
+    // lower with its last bit set (x short of s, so s is not zero).
+    const std::uint64_t odd = (e > 0.0) == (sum > 0.0) ? bits | 1 : (bits - 1) | 1;
+    // Empty bins (a dead unit's column, or terms that cancel): the sum is t, whatever
+    // it is, but +0 for -0 as the words give.
+    const bool empty = bin0[k] == 0.0 && bin1[k] == 0.0;
+    const float rounded = empty ? t[k] + 0.0f : static_cast<float>(std::bit_cast<double>(e != 0.0 ? odd : bits));
+    out[k] = rounded;
+    ok[k] = (fits || empty) && std::fabs(rounded) <= std::numeric_limits<float>::max();
+  }
 }
 
 }  // namespace
@@ -223,6 +252,19 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
     scratch.row_deficit[r] = worst;
   }
 
+  // The task's inputs a[.][i], i in [begin, end), gathered row by row: input i's
+  // values over the rows are then contiguous (a column of a is strided by `inputs`).
+  const auto n = static_cast<std::size_t>(end - begin);
+  scratch.a.resize(n * rows);
+  scratch.b_rows.resize(rows);
+  r = 0;
+  for (std::size_t c = 0; c < terms.size(); ++c)
+    for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
+      scratch.b_rows[r] = terms[c]->b.data() + e * units;
+      const float* a = terms[c]->a.data() + e * inputs + begin;
+      for (std::size_t k = 0; k < n; ++k) scratch.a[k * rows + r] = a[k];
+    }
+
   scratch.bins.resize(3 * Jp);
   double* bin0 = scratch.bins.data();
   double* bin1 = bin0 + Jp;
@@ -233,33 +275,33 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   scratch.sums.resize(J);
   scratch.sums_ok.resize(J);
   for (std::int64_t i = begin; i < end; ++i) {
+    const float* a_row = scratch.a.data() + static_cast<std::size_t>(i - begin) * rows;
+    // The largest ExponentOf over the nonzero finite values (at least 1), without branches.
     std::int32_t a_max = 0;
-    for (std::size_t c = 0; c < terms.size(); ++c)
-      for (std::int64_t e = 0; e < counts[c]; ++e) {
-        const float a = terms[c]->a[e * inputs + i];
-        if (a != 0.0f && std::isfinite(a)) a_max = std::max(a_max, ExponentOf(a));
-      }
+    for (r = 0; r < rows; ++r) {
+      const std::uint32_t bits = std::bit_cast<std::uint32_t>(a_row[r]) & 0x7fffffffu;
+      const auto biased = static_cast<std::int32_t>(bits >> 23);
+      a_max = std::max(a_max, bits != 0 && biased != 0xff ? std::max(biased, 1) : 0);
+    }
     for (std::size_t j = 0; j < J; ++j) c0[j] = OneAndHalfPow2(a_max + scratch.b_max[j] - 252 + g);
     // The rows that take the bins, with every product (plain) or with the products
     // of b's values within reach of a's (masked); the others' (far) go to the words.
     scratch.plain.clear();
     scratch.masked.clear();
     scratch.far.clear();
-    r = 0;
-    for (std::size_t c = 0; c < terms.size(); ++c)
-      for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
-        const float a = terms[c]->a[e * inputs + i];
-        const bool finite = std::isfinite(a) && scratch.row_finite[r];
-        if (finite && a == 0.0f) continue;
-        const std::int32_t limit = reach - (a_max - ExponentOf(a));
-        if (!finite || limit < 0) {
-          scratch.far.push_back({a, terms[c]->b.data() + e * units});
-        } else if (scratch.row_deficit[r] <= limit) {
-          scratch.plain.push_back({r, a, static_cast<double>(limit)});
-        } else {
-          scratch.masked.push_back({r, a, static_cast<double>(limit)});
-        }
+    for (r = 0; r < rows; ++r) {
+      const float a = a_row[r];
+      const bool finite = std::isfinite(a) && scratch.row_finite[r];
+      if (finite && a == 0.0f) continue;
+      const std::int32_t limit = reach - (a_max - ExponentOf(a));
+      if (!finite || limit < 0) {
+        scratch.far.push_back({a, scratch.b_rows[r]});
+      } else if (scratch.row_deficit[r] <= limit) {
+        scratch.plain.push_back({r, a, static_cast<double>(limit)});
+      } else {
+        scratch.masked.push_back({r, a, static_cast<double>(limit)});
       }
+    }
     // kColumns columns at a time, their bins in registers across all rows.
     for (std::size_t jb = 0; jb < Jp; jb += kColumns) {
       const Doubles c_lo = Load(c0 + jb), c_hi = Load(c0 + jb + kLanes);

@@ -19,6 +19,8 @@ struct OuterProductScratch {
     double a;           // a[row][i]
     double limit;       // the largest b deficit whose products the bins take
   };
+  std::vector<float> a;                   // [input rows of the task, rows]: a transposed
+  std::vector<const float*> b_rows;       // [rows]: each row of b (J values)
   std::vector<double> b;                  // [rows, J padded]: b as double (exact)
   std::vector<double> b_deficit;          // [rows, J padded]: b_max[j] - b's exponent (0 where b is 0)
   std::vector<std::int32_t> row_deficit;  // [rows]: the largest of the row's b_deficit

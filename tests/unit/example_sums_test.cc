@@ -279,30 +279,37 @@ TEST(SumValues, RoundsFromTheBinsAsTheWordsRound) {
       {{1e-30f, 3e-31f}, 1e30f},                               // a term far above the bins
       {{1e30f, 3e29f}, 1e-30f},                                // a term far below them
       {{1.5f, -0.25f}, 0x1p-30f},                              // a term within them
+      {{0x1p-24f, 0x1p-60f}, 1.0f},                            // above the bins' bound, the sum just above a tie: up
       {{-1.0f, 0x1p-24f}, 0x1p-25f},                           // a term that makes a tie
       {{0.0f, 0.0f}, 0.0f},                                    // zero: +0
       {{0.0f, -0.0f}, 1e-6f},                                  // no terms (a dead unit): the term alone
       {{0.0f, -0.0f}, -0.0f},                                  // still +0, as the words give
       {{1.0f, std::numeric_limits<float>::infinity()}, 0.0f},  // a non-finite term: the words
   };
+  // Each case in kCopies elements, so that both the vector lanes and the scalar tail
+  // round it.
+  constexpr std::int64_t kCopies = 9;
   for (std::size_t n = 0; n < std::size(cases); ++n) {
     const Case& c = cases[n];
     const auto rows = static_cast<std::int64_t>(c.values.size());
     ExampleTerms terms;
-    terms.values = Tensor<float>({rows, 1});
-    for (std::int64_t e = 0; e < rows; ++e) terms.values[e] = c.values[static_cast<std::size_t>(e)];
+    terms.values = Tensor<float>({rows, kCopies});
+    for (std::int64_t e = 0; e < rows * kCopies; ++e) terms.values[e] = c.values[static_cast<std::size_t>(e / kCopies)];
     const std::vector<std::int64_t> counts = {rows};
     const ExampleTerms* chunk[] = {&terms};
-    std::vector<std::int64_t> words(kExactWords, 77), expected(kExactWords, 0);
-    float rounded = -77.0f;
-    SumValues(chunk, counts, 0, 1, SumOutput{words.data(), 0.5f, &c.t, &rounded});
+    std::vector<std::int64_t> words(kCopies * kExactWords, 77), expected(kExactWords, 0);
+    std::vector<float> rounded(kCopies, -77.0f), weights(kCopies, c.t);
+    SumValues(chunk, counts, 0, kCopies, SumOutput{words.data(), 0.5f, weights.data(), rounded.data()});
     for (const float v : c.values) ExactAddFloat(expected.data(), v);
     ExactAddFloat(expected.data(), RegularizationTerm(0.5f, c.t));
     ExactNormalize(expected.data());
     const float want = ExactToFloat(expected.data());
-    EXPECT_EQ(std::bit_cast<std::uint32_t>(rounded), std::bit_cast<std::uint32_t>(want)) << "case " << n;
-    if (!std::isfinite(want)) {
-      EXPECT_EQ(words, expected) << "case " << n;
+    for (std::int64_t k = 0; k < kCopies; ++k) {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(rounded[static_cast<std::size_t>(k)]), std::bit_cast<std::uint32_t>(want))
+          << "case " << n << ", element " << k;
+      if (!std::isfinite(want)) {
+        EXPECT_TRUE(std::equal(expected.begin(), expected.end(), words.begin() + k * kExactWords)) << "case " << n;
+      }
     }
   }
 }
