@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -137,6 +138,38 @@ TEST_P(DeviceBackendTest, ExactModeGivesTheCpuWordsLossesAndPredictions) {
   const auto& specs = m.parameters();
   if (std::any_of(specs.begin(), specs.end(), [](const auto& p) { return p.spec.l2 != 0.0; })) {
     EXPECT_NE(device_share, again);
+  }
+
+  // Rounded in the pass (ExactSegment::rounded), for examples 4 to 22 (after the NaN
+  // ones, which make every element's sum NaN; example 20's 3e38 pixel stays): the CPU
+  // rounds most elements from its bins, the device backend rounds its words; both
+  // give RoundWords of the plain words, and those words wherever the float is not
+  // finite.
+  std::vector<std::int64_t> plain(values, 7);
+  const ExactSegment tail{&params, 4, kExamples - 4, plain, 1.0f / 3};
+  runner.RunExact(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&tail, 1));
+  std::vector<float> expected(static_cast<std::size_t>(m.num_parameter_values()));
+  RoundWords(plain, expected);
+  for (const bool on_device : {false, true}) {
+    std::vector<std::int64_t> scratch(values, 7);
+    std::vector<float> rounded(expected.size(), -1.0f);
+    const ExactSegment segment{&params, 4, kExamples - 4, scratch, 1.0f / 3, rounded};
+    if (on_device)
+      ASSERT_TRUE(
+          backend->RunExact(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&segment, 1))
+              .ok());
+    else
+      runner.RunExact(batch.images, batch.labels, batch.coefficients, losses, predictions, std::span(&segment, 1));
+    std::size_t differing = 0, words_differing = 0;
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+      differing += std::bit_cast<std::uint32_t>(rounded[k]) != std::bit_cast<std::uint32_t>(expected[k]);
+      if (!std::isfinite(expected[k]))
+        words_differing += !std::equal(plain.begin() + static_cast<std::ptrdiff_t>(k * kExactWords),
+                                       plain.begin() + static_cast<std::ptrdiff_t>((k + 1) * kExactWords),
+                                       scratch.begin() + static_cast<std::ptrdiff_t>(k * kExactWords));
+    }
+    EXPECT_EQ(differing, 0u) << GetParam().model << (on_device ? ", device" : ", CPU");
+    EXPECT_EQ(words_differing, 0u) << GetParam().model << (on_device ? ", device" : ", CPU");
   }
 }
 
