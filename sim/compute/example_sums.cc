@@ -97,6 +97,16 @@ void FinishWords(std::int64_t* words, double bin0, double bin1, int e0, int step
   if (rounded != nullptr) *rounded = ExactToFloat(words);
 }
 
+// An element's rounded sum from the bins into *rounded, when it has one there: its
+// terms all took the bins (not needs_words), and RoundBinsFast's lanes (fast_ok,
+// fast) or else RoundBins could round it. False: the element takes the words.
+bool RoundedFromBins(float* rounded, bool needs_words, bool fast_ok, float fast, double bin0, double bin1, int e0,
+                     int step, float t) {
+  if (rounded == nullptr || needs_words) return false;
+  if (fast_ok) return *rounded = fast, true;
+  return RoundBins(bin0, bin1, e0, step, t, *rounded);
+}
+
 // Element k's regularization term (0 without one).
 float TermOf(const SumOutput& out, std::int64_t k) {
   return out.coefficient != 0.0f ? RegularizationTerm(out.coefficient, out.weights[k]) : 0.0f;
@@ -137,15 +147,16 @@ using Ints = std::int32_t __attribute__((vector_size(kLanes * sizeof(float))));
 // rounded to odd on 53 bits (s, or its neighbour towards x whose last bit is 1,
 // when e is not 0) rounds to float as x does: round to odd keeps x on its side of
 // every float and float midpoint, which are all 53-bit doubles (24 + 2 <= 53;
-// subnormal floats too). ok[k] says whether out[k] holds the rounded sum: t fit (or
-// the bins are empty, and the sum is t), and the float is finite (an overflow, or an
-// infinite or NaN t, takes the words).
+// subnormal floats too). Empty bins (a dead unit's column, or terms that cancel)
+// give t itself, but +0 for -0 as the words give. ok[k] says whether out[k] holds
+// the rounded sum: t fit (or the bins are empty), and the float is finite (an
+// overflow, or an infinite or NaN t, takes the words). n is a multiple of kLanes
+// (callers pad with empty bins, C = 1.5 and t = 0).
 void RoundBinsFast(const double* bin0, const double* bin1, const double* c0, const float* t, int g, int step,
                    float* out, std::uint8_t* ok, std::size_t n) {
   const double high = Pow2(-g), low = Pow2(-step - 29);  // times 2^e0: 2^(e0 - g), u1 * 2^23
   // kLanes elements at a time: the same operations lane by lane, each choice a mask.
-  std::size_t k = 0;
-  for (; k + kLanes <= n; k += kLanes) {
+  for (std::size_t k = 0; k < n; k += kLanes) {
     const Doubles c = Load(c0 + k), bins0 = Load(bin0 + k), bins1 = Load(bin1 + k);
     Floats t_lanes;
     std::memcpy(&t_lanes, t + k, sizeof t_lanes);
@@ -158,6 +169,8 @@ void RoundBinsFast(const double* bin0, const double* bin1, const double* c0, con
     const Doubles a = bins0 + tq, b = bins1 + Keep(term - tq, fits);
     const Doubles sum = a + b, bb = sum - a, e = (a - (sum - bb)) + (b - bb);
     const Masks bits = reinterpret_cast<Masks>(sum);
+    // Towards x: the magnitude's last bit set (x beyond s) or the magnitude one lower
+    // with its last bit set (x short of s, so s is not zero).
     const Masks same = (e > 0.0) == (sum > 0.0);
     const Masks odd = (same & (bits | 1)) | (~same & ((bits - 1) | 1));
     const Masks inexact = e != 0.0;
@@ -169,24 +182,6 @@ void RoundBinsFast(const double* bin0, const double* bin1, const double* c0, con
     const Ints good = (__builtin_convertvector(fits, Ints) | empty) & finite;
     std::memcpy(out + k, &chosen, sizeof chosen);
     for (std::size_t l = 0; l < kLanes; ++l) ok[k + l] = good[l] != 0;
-  }
-  for (; k < n; ++k) {
-    const double c = c0[k], term = t[k], magnitude = std::fabs(term);
-    const double e0 = std::bit_cast<double>(std::bit_cast<std::uint64_t>(c) & 0xfff0000000000000u);  // 2^e0
-    const bool fits = term == 0.0 || (magnitude <= e0 * high && magnitude >= e0 * low);
-    const double tq = fits ? (term + c) - c : 0.0;
-    const double a = bin0[k] + tq, b = bin1[k] + (fits ? term - tq : 0.0);
-    const double sum = a + b, bb = sum - a, e = (a - (sum - bb)) + (b - bb);
-    const auto bits = std::bit_cast<std::uint64_t>(sum);
-    // Towards x: the magnitude's last bit set (x beyond s) or the magnitude one
-    // lower with its last bit set (x short of s, so s is not zero).
-    const std::uint64_t odd = (e > 0.0) == (sum > 0.0) ? bits | 1 : (bits - 1) | 1;
-    // Empty bins (a dead unit's column, or terms that cancel): the sum is t, whatever
-    // it is, but +0 for -0 as the words give.
-    const bool empty = bin0[k] == 0.0 && bin1[k] == 0.0;
-    const float rounded = empty ? t[k] + 0.0f : static_cast<float>(std::bit_cast<double>(e != 0.0 ? odd : bits));
-    out[k] = rounded;
-    ok[k] = (fits || empty) && std::fabs(rounded) <= std::numeric_limits<float>::max();
   }
 }
 
@@ -270,10 +265,10 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   double* bin1 = bin0 + Jp;
   double* c0 = bin1 + Jp;
   std::fill(c0 + J, c0 + Jp, 1.5);
-  scratch.words.resize(J);
-  scratch.t.resize(J);
-  scratch.sums.resize(J);
-  scratch.sums_ok.resize(J);
+  scratch.needs_words.resize(J);
+  scratch.t.assign(Jp, 0.0f);  // past J: padding lanes for RoundBinsFast (empty bins, C = 1.5)
+  scratch.sums.resize(Jp);
+  scratch.sums_ok.resize(Jp);
   for (std::int64_t i = begin; i < end; ++i) {
     const float* a_row = scratch.a.data() + static_cast<std::size_t>(i - begin) * rows;
     // The largest ExponentOf over the nonzero finite values (at least 1), without branches.
@@ -329,26 +324,25 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
     }
     // The columns whose sums need their words: every one beside a far row, and those
     // of a masked row's lanes left out of the bins.
-    std::fill(scratch.words.begin(), scratch.words.end(), !scratch.far.empty());
+    std::fill(scratch.needs_words.begin(), scratch.needs_words.end(), !scratch.far.empty());
     for (const OuterProductScratch::Row& row : scratch.masked) {
       const double* deficit = scratch.b_deficit.data() + row.index * Jp;
-      for (std::size_t j = 0; j < J; ++j) scratch.words[j] |= deficit[j] > row.limit;
+      for (std::size_t j = 0; j < J; ++j) scratch.needs_words[j] |= deficit[j] > row.limit;
     }
     for (std::size_t j = 0; j < J; ++j) scratch.t[j] = TermOf(out, i * units + static_cast<std::int64_t>(j));
     if (out.rounded != nullptr)
-      RoundBinsFast(bin0, bin1, c0, scratch.t.data(), g, step, scratch.sums.data(), scratch.sums_ok.data(), J);
+      RoundBinsFast(bin0, bin1, c0, scratch.t.data(), g, step, scratch.sums.data(), scratch.sums_ok.data(), Jp);
     for (std::size_t j = 0; j < J; ++j) {
       const std::int64_t k = i * units + static_cast<std::int64_t>(j);
       const float t = scratch.t[j];
       const int e0 = a_max + scratch.b_max[j] - 252 + g;
       float* rounded = out.rounded != nullptr ? out.rounded + k : nullptr;
-      if (rounded != nullptr && !scratch.words[j] &&
-          (scratch.sums_ok[j] ? (*rounded = scratch.sums[j], true)
-                              : RoundBins(bin0[j], bin1[j], e0, step, t, *rounded)))
+      if (RoundedFromBins(rounded, scratch.needs_words[j], scratch.sums_ok[j], scratch.sums[j], bin0[j], bin1[j], e0,
+                          step, t))
         continue;
       std::int64_t* words = out.words + k * kExactWords;
       std::fill_n(words, kExactWords, 0);
-      if (scratch.words[j]) {
+      if (scratch.needs_words[j]) {
         for (const OuterProductScratch::FarRow& row : scratch.far) ExactAddProduct(words, row.a, row.b[j]);
         for (const OuterProductScratch::Row& row : scratch.masked)
           if (scratch.b_deficit[row.index * Jp + j] > row.limit)
@@ -413,14 +407,19 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
         }
     }
     for (std::int64_t k = 0; k < n; ++k) t[k] = TermOf(out, first + k);
-    if (out.rounded != nullptr) RoundBinsFast(bin0, bin1, c0, t, g, step, sums, sums_ok, static_cast<std::size_t>(n));
+    if (out.rounded != nullptr) {
+      // Whole lanes for RoundBinsFast: padding elements with empty bins (kBlock is a
+      // multiple of kLanes).
+      const auto lanes = static_cast<std::int64_t>((static_cast<std::size_t>(n) + kLanes - 1) / kLanes * kLanes);
+      std::fill(bin0 + n, bin0 + lanes, 0.0), std::fill(bin1 + n, bin1 + lanes, 0.0);
+      std::fill(c0 + n, c0 + lanes, 1.5), std::fill(t + n, t + lanes, 0.0f);
+      RoundBinsFast(bin0, bin1, c0, t, g, step, sums, sums_ok, static_cast<std::size_t>(lanes));
+    }
     for (std::int64_t k = 0; k < n; ++k) {
       // An element with an infinite or NaN value has every nonzero one far.
       const int e0 = x_max[k] - 126 + g;
       float* rounded = out.rounded != nullptr ? out.rounded + first + k : nullptr;
-      if (rounded != nullptr && far[k] == 0.0 &&
-          (sums_ok[k] ? (*rounded = sums[k], true) : RoundBins(bin0[k], bin1[k], e0, step, t[k], *rounded)))
-        continue;
+      if (RoundedFromBins(rounded, far[k] != 0.0, sums_ok[k], sums[k], bin0[k], bin1[k], e0, step, t[k])) continue;
       std::int64_t* words = out.words + (first + k) * kExactWords;
       std::fill_n(words, kExactWords, 0);
       if (far[k] != 0.0)

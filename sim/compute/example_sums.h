@@ -32,10 +32,10 @@ struct OuterProductScratch {
     float a;
     const float* b;  // the row of b, J values
   };
-  std::vector<FarRow> far;            // one input row's rows whose products all go to the words
-  std::vector<std::uint8_t> words;    // [J]: the column's sum needs its words
-  std::vector<float> t, sums;         // [J]: one input row's regularization terms, and sums rounded from the bins
-  std::vector<std::uint8_t> sums_ok;  // [J]: sums[j] is the rounded sum
+  std::vector<FarRow> far;                // one input row's rows whose products all go to the words
+  std::vector<std::uint8_t> needs_words;  // [J]: the column's sum needs its words
+  std::vector<float> t, sums;  // [J padded]: one input row's regularization terms, and sums rounded from the bins
+  std::vector<std::uint8_t> sums_ok;  // [J padded]: sums[j] is the rounded sum
 };
 
 /// Where the sum kernels put a parameter's sums, and the regularization term they

@@ -286,8 +286,8 @@ TEST(SumValues, RoundsFromTheBinsAsTheWordsRound) {
       {{0.0f, -0.0f}, -0.0f},                                  // still +0, as the words give
       {{1.0f, std::numeric_limits<float>::infinity()}, 0.0f},  // a non-finite term: the words
   };
-  // Each case in kCopies elements, so that both the vector lanes and the scalar tail
-  // round it.
+  // Each case in kCopies elements: in a whole vector of lanes, and beside padding
+  // lanes.
   constexpr std::int64_t kCopies = 9;
   for (std::size_t n = 0; n < std::size(cases); ++n) {
     const Case& c = cases[n];
