@@ -216,6 +216,38 @@ void Conv2D<T>::Forward(std::span<const Tensor<T>* const> params, const Tensor<T
 }
 
 template <typename T>
+void Conv2D<T>::InputGradient(const Tensor<T>& kernel, const Tensor<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                              Tensor<T>& dx, LayerCache<T>& cache, bool in_place) const {
+  const std::int64_t out_h = y.dim(1), out_w = y.dim(2), rows = x.dim(0) * out_h * out_w;
+  const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
+  dx.Resize(x.shape());
+  if constexpr (std::is_same_v<T, float>) {
+    if (in_place) {
+      // d(patches) = dz kernel^T added straight into dx in col2im's order (no patch
+      // gradient matrix): the kernel transposed is the product's B.
+      cache.transposed.Resize({filters_, patch});
+      for (std::int64_t i = 0; i < patch; ++i)
+        for (std::int64_t f = 0; f < filters_; ++f) cache.transposed[f * patch + i] = kernel[i * filters_ + f];
+      dx.SetZero();
+      PatchRows(x, kernel_height_, kernel_width_, cache.rows);
+      std::vector<float*>& dx_rows = cache.mutable_rows;
+      dx_rows.resize(cache.rows.size());
+      for (std::size_t i = 0; i < dx_rows.size(); ++i) dx_rows[i] = dx.data() + (cache.rows[i] - x.data());
+      if (OrderedGemmSparseAAddToSegmentedRows(rows, patch, filters_, dy.data(), filters_, cache.transposed.data(),
+                                               patch, {dx_rows.data(), kernel_width_ * x.dim(3), x.dim(2) * x.dim(3)}))
+        return;
+    }
+  }
+  // d(patches) into the patch buffer (no longer needed), then col2im.
+  if (in_place) cache.buffer.Resize({rows, patch});
+  DenseInputGradient(dy.data(), rows, filters_, kernel.data(), patch, cache.transposed, cache.buffer.data());
+  if (unit_stride_valid())
+    Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, dx);
+  else
+    Col2ImWindows(cache.buffer.data(), RowAxis(x.dim(1)), ColumnAxis(x.dim(2)), dx);
+}
+
+template <typename T>
 void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<T>& x, const Tensor<T>& y,
                          Tensor<T>& dy, Tensor<T>* dx, std::span<Tensor<T>* const> param_grads, LayerCache<T>& cache,
                          std::span<Tensor<T>* const> magnitudes) const {
@@ -243,33 +275,7 @@ void Conv2D<T>::Backward(std::span<const Tensor<T>* const> params, const Tensor<
                             param_grads[1]->data(), magnitudes.empty() ? nullptr : magnitudes[0]->data(),
                             magnitudes.empty() ? nullptr : magnitudes[1]->data(), cache.abs_input, cache.abs_gradient);
   }
-  if (dx == nullptr) return;
-  dx->Resize(x.shape());
-  if constexpr (std::is_same_v<T, float>) {
-    if (in_place) {
-      // d(patches) = dz kernel^T added straight into dx in col2im's order (no patch
-      // gradient matrix): the kernel transposed is the product's B.
-      const T* kernel = params[0]->data();
-      cache.transposed.Resize({filters_, patch});
-      for (std::int64_t i = 0; i < patch; ++i)
-        for (std::int64_t f = 0; f < filters_; ++f) cache.transposed[f * patch + i] = kernel[i * filters_ + f];
-      dx->SetZero();
-      PatchRows(x, kernel_height_, kernel_width_, cache.rows);
-      std::vector<float*>& dx_rows = cache.mutable_rows;
-      dx_rows.resize(cache.rows.size());
-      for (std::size_t i = 0; i < dx_rows.size(); ++i) dx_rows[i] = dx->data() + (cache.rows[i] - x.data());
-      if (OrderedGemmSparseAAddToSegmentedRows(rows, patch, filters_, dy.data(), filters_, cache.transposed.data(),
-                                               patch, {dx_rows.data(), kernel_width_ * x.dim(3), x.dim(2) * x.dim(3)}))
-        return;
-    }
-  }
-  // d(patches) into the patch buffer (no longer needed), then col2im.
-  if (in_place) cache.buffer.Resize({rows, patch});
-  DenseInputGradient(dy.data(), rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
-  if (unit_stride_valid())
-    Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
-  else
-    Col2ImWindows(cache.buffer.data(), RowAxis(x.dim(1)), ColumnAxis(x.dim(2)), *dx);
+  if (dx != nullptr) InputGradient(*params[0], x, y, dy, *dx, cache, in_place);
 }
 
 template <typename T>
@@ -279,17 +285,17 @@ void Conv2D<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Te
   if constexpr (!std::is_same_v<T, float>) {
     Backward(params, x, y, dy, dx, {}, cache);
   } else {
-    const std::int64_t batch = x.dim(0), out_h = y.dim(1), out_w = y.dim(2);
-    const std::int64_t positions = out_h * out_w, rows = batch * positions;
+    const std::int64_t batch = x.dim(0), positions = y.dim(1) * y.dim(2);
     const std::int64_t patch = kernel_height_ * kernel_width_ * x.dim(3);
     if (activation_ == Activation::kRelu) ApplyReluGradient(y, dy);
-    // Per-example products read the patch matrix built (the forward pass may have
-    // read it in place).
-    if (unit_stride_valid() && ReadsPatchesInPlace(x, kernel_width_))
-      Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
-    const float* dz = dy.data();
     // Per example: dkernel_e = patches_e^T dz_e, one chain over the example's
-    // positions per element; dbias_e = the sum of dz_e over positions, in order.
+    // positions per element; dbias_e = the sum of dz_e over positions, in order. The
+    // zero-skipping kernels give OrderedGemm's bits (core/ordered_gemm.h) and read the
+    // patch matrix in place where Backward does.
+    const bool in_place = unit_stride_valid() && ReadsPatchesInPlace(x, kernel_width_);
+    if (in_place) PatchRows(x, kernel_height_, kernel_width_, cache.rows);
+    bool patches_built = !in_place;  // the forward pass built them (im2col)
+    const float* dz = dy.data();
     ExampleTerms& kernel_terms = *terms[0];
     kernel_terms.kind = ExampleTerms::Kind::kValues;
     kernel_terms.values.Resize({batch, patch * filters_});
@@ -297,20 +303,24 @@ void Conv2D<T>::BackwardExact(std::span<const Tensor<T>* const> params, const Te
     bias_terms.kind = ExampleTerms::Kind::kValues;
     bias_terms.values.Resize({batch, filters_});
     for (std::int64_t e = 0; e < batch; ++e) {
-      OrderedGemm(patch, filters_, positions, cache.buffer.data() + e * positions * patch, 1, patch,
-                  dz + e * positions * filters_, filters_, kernel_terms.values.data() + e * patch * filters_, filters_);
+      const float* dz_e = dz + e * positions * filters_;
+      float* dk = kernel_terms.values.data() + e * patch * filters_;
+      const bool done = in_place && OrderedGemmSparseBSegmentedColumns(patch, filters_, positions,
+                                                                       {cache.rows.data() + e * positions,
+                                                                        kernel_width_ * x.dim(3), x.dim(2) * x.dim(3)},
+                                                                       dz_e, filters_, dk, filters_);
+      if (!done) {
+        if (!patches_built) Im2Col(x, kernel_height_, kernel_width_, cache.buffer);
+        patches_built = true;
+        OrderedGemmSparseB(patch, filters_, positions, cache.buffer.data() + e * positions * patch, 1, patch, dz_e,
+                           filters_, dk, filters_);
+      }
       float* db = bias_terms.values.data() + e * filters_;
       std::fill(db, db + filters_, 0.0f);
       for (std::int64_t p = 0; p < positions; ++p)
-        for (std::int64_t f = 0; f < filters_; ++f) db[f] += dz[(e * positions + p) * filters_ + f];
+        for (std::int64_t f = 0; f < filters_; ++f) db[f] += dz_e[p * filters_ + f];
     }
-    if (dx == nullptr) return;
-    DenseInputGradient(dz, rows, filters_, params[0]->data(), patch, cache.transposed, cache.buffer.data());
-    dx->Resize(x.shape());
-    if (unit_stride_valid())
-      Col2Im(cache.buffer.data(), kernel_height_, kernel_width_, out_h, out_w, *dx);
-    else
-      Col2ImWindows(cache.buffer.data(), RowAxis(x.dim(1)), ColumnAxis(x.dim(2)), *dx);
+    if (dx != nullptr) InputGradient(*params[0], x, y, dy, *dx, cache, in_place);
   }
 }
 

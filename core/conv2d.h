@@ -57,6 +57,10 @@ class Conv2D final : public Layer<T> {
   // The windows along H and W of an input [.., H, W, ..] (one example or a batch).
   WindowAxis RowAxis(std::int64_t height) const;
   WindowAxis ColumnAxis(std::int64_t width) const;
+  // dx from dz (both math modes compute it alike); in_place: the patch matrix is
+  // read in place (ReadsPatchesInPlace), else cache.buffer holds it.
+  void InputGradient(const Tensor<T>& kernel, const Tensor<T>& x, const Tensor<T>& y, const Tensor<T>& dy,
+                     Tensor<T>& dx, LayerCache<T>& cache, bool in_place) const;
 
   std::int64_t filters_, kernel_height_, kernel_width_;
   Activation activation_;
