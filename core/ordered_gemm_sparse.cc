@@ -25,6 +25,7 @@
 
 #include "core/ordered_gemm.h"
 #include "core/ordered_simd.h"
+#include "core/transpose.h"
 
 namespace dtlab {
 namespace {
@@ -268,36 +269,6 @@ bool FindNonZeroRows(std::int64_t m, std::int64_t k, const float* a, std::int64_
   return non_zero * 100 <= kMaxNonZeroPercent * m * k;
 }
 
-// dst (cols x rows, leading dimension ld) = src^T, src rows x cols and dense: 8 x 8
-// blocks by shuffles (an element at a time, the loads strided by cols stall), the
-// edges an element at a time.
-void TransposeInto(const float* src, std::int64_t rows, std::int64_t cols, float* dst, std::int64_t ld) {
-  using V8 = float __attribute__((vector_size(32), aligned(4), may_alias));
-  const std::int64_t rows8 = rows / 8 * 8, cols8 = cols / 8 * 8;
-  for (std::int64_t c0 = 0; c0 < cols8; c0 += 8)
-    for (std::int64_t r0 = 0; r0 < rows8; r0 += 8) {
-      V8 r[8], a[8], b[8];
-      for (int k = 0; k < 8; ++k) r[k] = *reinterpret_cast<const V8*>(src + (r0 + k) * cols + c0);
-      for (int k = 0; k < 8; k += 2) {  // pairs of rows interleaved
-        a[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        a[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-      }
-      for (int k = 0; k < 8; k += 4)  // then pairs of those
-        for (int h = 0; h < 2; ++h) {
-          b[k + 2 * h] = __builtin_shufflevector(a[k + h], a[k + 2 + h], 0, 1, 8, 9, 4, 5, 12, 13);
-          b[k + 2 * h + 1] = __builtin_shufflevector(a[k + h], a[k + 2 + h], 2, 3, 10, 11, 6, 7, 14, 15);
-        }
-      for (int k = 0; k < 4; ++k) {  // then the 128-bit halves
-        *reinterpret_cast<V8*>(dst + (c0 + k) * ld + r0) =
-            __builtin_shufflevector(b[k], b[4 + k], 0, 1, 2, 3, 8, 9, 10, 11);
-        *reinterpret_cast<V8*>(dst + (c0 + 4 + k) * ld + r0) =
-            __builtin_shufflevector(b[k], b[4 + k], 4, 5, 6, 7, 12, 13, 14, 15);
-      }
-    }
-  for (std::int64_t c0 = 0; c0 < cols; ++c0)
-    for (std::int64_t r0 = c0 < cols8 ? rows8 : 0; r0 < rows; ++r0) dst[c0 * ld + r0] = src[r0 * cols + c0];
-}
-
 // The B kernel over A's columns; false (C unspecified) where the full chains must
 // run instead: B not mostly zeros, or a non-finite value in A.
 bool SparseBColumns(std::int64_t m, std::int64_t n, std::int64_t k, const AColumns& a, const Panels& panels,
@@ -355,7 +326,7 @@ bool SparseBColumns(std::int64_t m, std::int64_t n, std::int64_t k, const AColum
     }
   }
   if (!AllFinite(s.transposed.data(), n * m, 0, 1)) return false;
-  TransposeInto(s.transposed.data(), n, m, c, ldc);
+  TransposeRows([&](std::int64_t j) { return s.transposed.data() + j * m; }, n, m, c, ldc);
   // The chains that ended at -0 (they need an underflow) computed again as full
   // chains (see the top); one pass that vectorizes finds whether there are any.
   std::uint32_t negative_zero = 0;

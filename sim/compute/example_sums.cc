@@ -6,7 +6,12 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 #include "core/exact_sum.h"
+#include "core/transpose.h"
 
 namespace dtlab {
 namespace {
@@ -130,6 +135,25 @@ Doubles Load(const double* p) {
   return v;
 }
 void Store(double* p, const Doubles& v) { std::memcpy(p, &v, sizeof v); }
+// fma(a, b, c) lane by lane, each rounded once (IEEE fusedMultiplyAdd): the FMA
+// instructions where the target has them (every x86-64-v3 CPU does), else std::fma.
+Doubles Fma(const Doubles& a, const Doubles& b, const Doubles& c) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<Doubles>(
+      _mm512_fmadd_pd(reinterpret_cast<__m512d>(a), reinterpret_cast<__m512d>(b), reinterpret_cast<__m512d>(c)));
+#elif defined(__FMA__)
+  __m256d x[2], y[2], z[2];
+  std::memcpy(x, &a, sizeof a), std::memcpy(y, &b, sizeof b), std::memcpy(z, &c, sizeof c);
+  for (int h = 0; h < 2; ++h) x[h] = _mm256_fmadd_pd(x[h], y[h], z[h]);
+  Doubles r;
+  std::memcpy(&r, x, sizeof r);
+  return r;
+#else
+  Doubles r;
+  for (std::size_t l = 0; l < kLanes; ++l) r[l] = std::fma(a[l], b[l], c[l]);
+  return r;
+#endif
+}
 // x where `keep` is true (all ones), else +0.
 Doubles Keep(const Doubles& x, const Masks& keep) {
   return reinterpret_cast<Doubles>(reinterpret_cast<Masks>(x) & keep);
@@ -251,14 +275,17 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   // values over the rows are then contiguous (a column of a is strided by `inputs`).
   const auto n = static_cast<std::size_t>(end - begin);
   scratch.a.resize(n * rows);
+  scratch.a_rows.resize(rows);
   scratch.b_rows.resize(rows);
   r = 0;
   for (std::size_t c = 0; c < terms.size(); ++c)
     for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
+      scratch.a_rows[r] = terms[c]->a.data() + e * inputs + begin;
       scratch.b_rows[r] = terms[c]->b.data() + e * units;
-      const float* a = terms[c]->a.data() + e * inputs + begin;
-      for (std::size_t k = 0; k < n; ++k) scratch.a[k * rows + r] = a[k];
     }
+  TransposeRows([&](std::int64_t row) { return scratch.a_rows[static_cast<std::size_t>(row)]; },
+                static_cast<std::int64_t>(rows), static_cast<std::int64_t>(n), scratch.a.data(),
+                static_cast<std::int64_t>(rows));
 
   scratch.bins.resize(3 * Jp);
   double* bin0 = scratch.bins.data();
@@ -269,6 +296,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   scratch.t.assign(Jp, 0.0f);  // past J: padding lanes for RoundBinsFast (empty bins, C = 1.5)
   scratch.sums.resize(Jp);
   scratch.sums_ok.resize(Jp);
+  scratch.plain.resize(rows);  // the first `plain` are one input row's
   for (std::int64_t i = begin; i < end; ++i) {
     const float* a_row = scratch.a.data() + static_cast<std::size_t>(i - begin) * rows;
     // The largest ExponentOf over the nonzero finite values (at least 1), without branches.
@@ -281,46 +309,72 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
     for (std::size_t j = 0; j < J; ++j) c0[j] = OneAndHalfPow2(a_max + scratch.b_max[j] - 252 + g);
     // The rows that take the bins, with every product (plain) or with the products
     // of b's values within reach of a's (masked); the others' (far) go to the words.
-    scratch.plain.clear();
+    // Plain rows are the rule: they are listed without branches (whether a is zero
+    // follows the data), the rest in a second pass where there are any.
+    std::size_t plain = 0;
+    bool others = false;
+    for (r = 0; r < rows; ++r) {
+      const float a = a_row[r];
+      const bool finite = std::isfinite(a) & (scratch.row_finite[r] != 0);
+      const bool zero = finite & (a == 0.0f);
+      const std::int32_t limit = reach - (a_max - ExponentOf(a));
+      const bool takes = finite & !zero & (limit >= 0) & (scratch.row_deficit[r] <= limit);
+      scratch.plain[plain] = {r, a, static_cast<double>(limit)};
+      plain += takes ? 1 : 0;
+      others |= !takes & !zero;
+    }
     scratch.masked.clear();
     scratch.far.clear();
-    for (r = 0; r < rows; ++r) {
+    for (r = 0; others && r < rows; ++r) {
       const float a = a_row[r];
       const bool finite = std::isfinite(a) && scratch.row_finite[r];
       if (finite && a == 0.0f) continue;
       const std::int32_t limit = reach - (a_max - ExponentOf(a));
-      if (!finite || limit < 0) {
+      if (!finite || limit < 0)
         scratch.far.push_back({a, scratch.b_rows[r]});
-      } else if (scratch.row_deficit[r] <= limit) {
-        scratch.plain.push_back({r, a, static_cast<double>(limit)});
-      } else {
+      else if (scratch.row_deficit[r] > limit)
         scratch.masked.push_back({r, a, static_cast<double>(limit)});
-      }
     }
     // kColumns columns at a time, their bins in registers across all rows.
     for (std::size_t jb = 0; jb < Jp; jb += kColumns) {
       const Doubles c_lo = Load(c0 + jb), c_hi = Load(c0 + jb + kLanes);
       Doubles s0_lo{}, s0_hi{}, s1_lo{}, s1_hi{};
-      for (const OuterProductScratch::Row& row : scratch.plain) {
-        const double* bd = scratch.b.data() + row.index * Jp + jb;
-        const Doubles p_lo = row.a * Load(bd), p_hi = row.a * Load(bd + kLanes);
-        const Doubles q_lo = (p_lo + c_lo) - c_lo, q_hi = (p_hi + c_hi) - c_hi;
+      // p = a b is exact, so fma(a, b, C) is p + C rounded once, and fma(a, b, -q)
+      // is p - q exactly: the bins get the values the comment above names.
+      const auto add = [&](double a_value, const Doubles& b_lo, const Doubles& b_hi) {
+        const Doubles a = Doubles{} + a_value;
+        const Doubles q_lo = Fma(a, b_lo, c_lo) - c_lo, q_hi = Fma(a, b_hi, c_hi) - c_hi;
         s0_lo += q_lo, s0_hi += q_hi;
-        s1_lo += p_lo - q_lo, s1_hi += p_hi - q_hi;
+        s1_lo += Fma(a, b_lo, -q_lo), s1_hi += Fma(a, b_hi, -q_hi);
+      };
+      for (std::size_t p = 0; p < plain; ++p) {
+        const OuterProductScratch::Row& row = scratch.plain[p];
+        const double* bd = scratch.b.data() + row.index * Jp + jb;
+        add(row.a, Load(bd), Load(bd + kLanes));
       }
       for (const OuterProductScratch::Row& row : scratch.masked) {
         const double* bd = scratch.b.data() + row.index * Jp + jb;
         const double* deficit = scratch.b_deficit.data() + row.index * Jp + jb;
         // A lane whose b is further below its column's largest than the row allows
         // adds zero here (its product goes to the words below).
-        const Doubles p_lo = Keep(row.a * Load(bd), Load(deficit) <= row.limit);
-        const Doubles p_hi = Keep(row.a * Load(bd + kLanes), Load(deficit + kLanes) <= row.limit);
-        const Doubles q_lo = (p_lo + c_lo) - c_lo, q_hi = (p_hi + c_hi) - c_hi;
-        s0_lo += q_lo, s0_hi += q_hi;
-        s1_lo += p_lo - q_lo, s1_hi += p_hi - q_hi;
+        add(row.a, Keep(Load(bd), Load(deficit) <= row.limit),
+            Keep(Load(bd + kLanes), Load(deficit + kLanes) <= row.limit));
       }
       Store(bin0 + jb, s0_lo), Store(bin0 + jb + kLanes, s0_hi);
       Store(bin1 + jb, s1_lo), Store(bin1 + jb + kLanes, s1_hi);
+    }
+    if (out.coefficient != 0.0f)
+      for (std::size_t j = 0; j < J; ++j)
+        scratch.t[j] = RegularizationTerm(out.coefficient, out.weights[i * units + j]);
+    if (out.rounded != nullptr) {
+      RoundBinsFast(bin0, bin1, c0, scratch.t.data(), g, step, scratch.sums.data(), scratch.sums_ok.data(), Jp);
+      // The rule: every column's sum rounded from the bins.
+      std::uint8_t all_ok = 1;
+      for (std::size_t j = 0; j < J; ++j) all_ok &= scratch.sums_ok[j];
+      if (all_ok != 0 && scratch.far.empty() && scratch.masked.empty()) {
+        std::copy_n(scratch.sums.data(), J, out.rounded + i * units);
+        continue;
+      }
     }
     // The columns whose sums need their words: every one beside a far row, and those
     // of a masked row's lanes left out of the bins.
@@ -329,9 +383,6 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       const double* deficit = scratch.b_deficit.data() + row.index * Jp;
       for (std::size_t j = 0; j < J; ++j) scratch.needs_words[j] |= deficit[j] > row.limit;
     }
-    for (std::size_t j = 0; j < J; ++j) scratch.t[j] = TermOf(out, i * units + static_cast<std::int64_t>(j));
-    if (out.rounded != nullptr)
-      RoundBinsFast(bin0, bin1, c0, scratch.t.data(), g, step, scratch.sums.data(), scratch.sums_ok.data(), Jp);
     for (std::size_t j = 0; j < J; ++j) {
       const std::int64_t k = i * units + static_cast<std::int64_t>(j);
       const float t = scratch.t[j];

@@ -20,6 +20,7 @@ struct OuterProductScratch {
     double limit;       // the largest b deficit whose products the bins take
   };
   std::vector<float> a;                   // [input rows of the task, rows]: a transposed
+  std::vector<const float*> a_rows;       // [rows]: each row of a, from the task's first input
   std::vector<const float*> b_rows;       // [rows]: each row of b (J values)
   std::vector<double> b;                  // [rows, J padded]: b as double (exact)
   std::vector<double> b_deficit;          // [rows, J padded]: b_max[j] - b's exponent (0 where b is 0)
@@ -27,7 +28,7 @@ struct OuterProductScratch {
   std::vector<std::uint8_t> row_finite;   // [rows]: no infinite or NaN b in the row
   std::vector<std::int32_t> b_max;        // [J]
   std::vector<double> bins;               // the two bins and bin 0's constants, [3, J padded]
-  std::vector<Row> plain, masked;         // one input row's rows that take the bins
+  std::vector<Row> plain, masked;         // one input row's rows that take the bins (plain: [rows], a count)
   struct FarRow {
     float a;
     const float* b;  // the row of b, J values
