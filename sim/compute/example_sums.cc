@@ -154,6 +154,8 @@ Doubles Fma(const Doubles& a, const Doubles& b, const Doubles& c) {
   return r;
 #endif
 }
+// |x| lane by lane.
+Doubles Abs(const Doubles& x) { return reinterpret_cast<Doubles>(reinterpret_cast<Masks>(x) & 0x7fffffffffffffff); }
 // x where `keep` is true (all ones), else +0.
 Doubles Keep(const Doubles& x, const Masks& keep) {
   return reinterpret_cast<Doubles>(reinterpret_cast<Masks>(x) & keep);
@@ -187,7 +189,7 @@ void RoundBinsFast(const double* bin0, const double* bin1, const double* c0, con
     const Doubles term = __builtin_convertvector(t_lanes, Doubles);
     const Doubles e0 =
         reinterpret_cast<Doubles>(reinterpret_cast<Masks>(c) & static_cast<std::int64_t>(0xfff0000000000000u));
-    const Doubles magnitude = reinterpret_cast<Doubles>(reinterpret_cast<Masks>(term) & 0x7fffffffffffffff);
+    const Doubles magnitude = Abs(term);
     const Masks fits = (term == 0.0) | ((magnitude <= e0 * high) & (magnitude >= e0 * low));
     const Doubles tq = Keep((term + c) - c, fits);
     const Doubles a = bins0 + tq, b = bins1 + Keep(term - tq, fits);
@@ -444,10 +446,45 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
       threshold[k] = special[k] ? std::numeric_limits<double>::quiet_NaN() : Pow2(top - reach - 127);
       bin0[k] = bin1[k] = far[k] = 0.0;
     }
+    // The bins of kColumns elements at a time stay in registers over all rows; the
+    // elements past the last whole group take the same operations one at a time.
+    // Each group also fetches one cache line of every row of the next block, which
+    // the pass above would otherwise wait for (a block is a strided stream per row).
+    const std::int64_t groups = n / static_cast<std::int64_t>(kColumns);
+    const std::int64_t next = std::min(kBlock, end - first - n);
+    for (std::int64_t group = 0; group < groups; ++group) {
+      const std::int64_t k0 = group * static_cast<std::int64_t>(kColumns);
+      const bool fetch = k0 < next;
+      const Doubles c_lo = Load(c0 + k0), c_hi = Load(c0 + k0 + kLanes);
+      const Doubles bound_lo = Load(threshold + k0), bound_hi = Load(threshold + k0 + kLanes);
+      Doubles s0_lo{}, s0_hi{}, s1_lo{}, s1_hi{};
+      Masks far_lo{}, far_hi{};
+      const auto add = [](const float* v, const Doubles& c, const Doubles& bound, Doubles& s0, Doubles& s1,
+                          Masks& far_lanes) {
+        Floats f;
+        std::memcpy(&f, v, sizeof f);
+        const Doubles x = __builtin_convertvector(f, Doubles);
+        const Masks keep = Abs(x) >= bound;  // false for NaN
+        const Doubles p = Keep(x, keep), q = (p + c) - c;
+        s0 += q, s1 += p - q;
+        far_lanes |= ~keep & (x != 0.0);
+      };
+      for (std::size_t c = 0; c < terms.size(); ++c) {
+        const float* v = terms[c]->values.data() + first + k0;
+        for (std::int64_t e = 0; e < counts[c]; ++e, v += size) {
+          if (fetch) __builtin_prefetch(v + kBlock);
+          add(v, c_lo, bound_lo, s0_lo, s1_lo, far_lo);
+          add(v + kLanes, c_hi, bound_hi, s0_hi, s1_hi, far_hi);
+        }
+      }
+      Store(bin0 + k0, s0_lo), Store(bin0 + k0 + kLanes, s0_hi);
+      Store(bin1 + k0, s1_lo), Store(bin1 + k0 + kLanes, s1_hi);
+      Store(far + k0, Keep(Doubles{} + 1.0, far_lo)), Store(far + k0 + kLanes, Keep(Doubles{} + 1.0, far_hi));
+    }
     for (std::size_t c = 0; c < terms.size(); ++c) {
       const float* v = terms[c]->values.data() + first;
       for (std::int64_t e = 0; e < counts[c]; ++e, v += size)
-        for (std::int64_t k = 0; k < n; ++k) {
+        for (std::int64_t k = groups * static_cast<std::int64_t>(kColumns); k < n; ++k) {
           const double x = v[k];
           const bool keep = std::fabs(x) >= threshold[k];
           const double p = keep ? x : 0.0;

@@ -112,7 +112,8 @@ struct Request {
 
 RC_GTEST_PROP(SumOuterProducts, GivesThePlainExactSums, ()) {
   const auto counts = *GenCounts();
-  const std::int64_t I = *rc::gen::inRange<std::int64_t>(1, 4), J = *rc::gen::inRange<std::int64_t>(1, 37);
+  // I up to 20: the inputs are gathered in 8 x 8 blocks (core/transpose.h) and edges.
+  const std::int64_t I = *rc::gen::inRange<std::int64_t>(1, 21), J = *rc::gen::inRange<std::int64_t>(1, 37);
   const bool special = *rc::gen::weightedElement<bool>({{4, false}, {1, true}});
   std::vector<ExampleTerms> chunks(counts.size());
   std::vector<const ExampleTerms*> terms;
@@ -144,7 +145,9 @@ RC_GTEST_PROP(SumOuterProducts, GivesThePlainExactSums, ()) {
 
 RC_GTEST_PROP(SumValues, GivesThePlainExactSums, ()) {
   const auto counts = *GenCounts();
-  const std::int64_t size = *rc::gen::inRange<std::int64_t>(1, 20);
+  // Small, or over 256 (more than one block of elements; groups of 16 and a tail).
+  const std::int64_t size =
+      *rc::gen::oneOf(rc::gen::inRange<std::int64_t>(1, 20), rc::gen::inRange<std::int64_t>(16, 600));
   const bool special = *rc::gen::weightedElement<bool>({{4, false}, {1, true}});
   std::vector<ExampleTerms> chunks(counts.size());
   std::vector<const ExampleTerms*> terms;
