@@ -17,7 +17,6 @@ namespace dtlab {
 namespace {
 
 using exact_internal::DecodeFiniteFloat;
-__extension__ typedef unsigned __int128 Uint128;
 
 // 2^e and 1.5 * 2^e as doubles, for e in double's normal range.
 double Pow2(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52); }
@@ -52,46 +51,6 @@ void AddBins(std::int64_t* words, double bin0, double bin1, int e0, int step) {
   ExactAddInt128(words, (static_cast<ExactInt128>(n0) << step) + n1, e1 - 52 - kExactLsbExponent);
 }
 
-// The element's sum, bin0 + bin1 (AddBins' layout) + t for a float t, correctly
-// rounded to float into `out`, when that is simple: the exact sum as one 128-bit
-// integer (the bins' and t's lowest units the same), rounded by RoundFloatFast, which
-// ExactToFloat rounds with too. Returns false, leaving `out`, when the sum needs its
-// words: t infinite, NaN or too far from a nonzero sum of the bins for 125 bits, a
-// result that is subnormal, zero from a nonzero sum, or not finite.
-bool RoundBins(double bin0, double bin1, int e0, int step, float t, float& out) {
-  const int e1 = e0 - step;
-  const auto n0 = static_cast<std::int64_t>(bin0 * Pow2(52 - e0));
-  const auto n1 = static_cast<std::int64_t>(bin1 * Pow2(52 - e1));
-  ExactInt128 value = (static_cast<ExactInt128>(n0) << step) + n1;
-  int lsb = e1 - 52 - kExactLsbExponent;  // value's unit: 2^(lsb + kExactLsbExponent)
-  const auto width = [](ExactInt128 v) -> int {
-    const auto magnitude = static_cast<Uint128>(v < 0 ? -v : v);
-    const auto high = static_cast<std::uint64_t>(magnitude >> 64);
-    return static_cast<int>(high != 0 ? 64 + std::bit_width(high)
-                                      : std::bit_width(static_cast<std::uint64_t>(magnitude)));
-  };
-  if (t != 0.0f) {
-    if (!std::isfinite(t)) return false;
-    const auto [significand, exponent] = DecodeFiniteFloat(std::bit_cast<std::uint32_t>(t));
-    const int t_lsb = static_cast<int>(exponent) - 150 - kExactLsbExponent;
-    // No terms (a dead unit's column): the sum is t alone, whatever the bins' unit.
-    const int common = value == 0 ? t_lsb : std::min(lsb, t_lsb);
-    if (width(value) + (lsb - common) > 124 || 24 + (t_lsb - common) > 124) return false;
-    const auto t_value = static_cast<ExactInt128>(significand) << (t_lsb - common);
-    value = (value << (lsb - common)) + (t < 0.0f ? -t_value : t_value);
-    lsb = common;
-  }
-  // As ExactToFloat: the top 62 bits as m (floor), the rest as the sticky bit.
-  const int shift = std::max(0, width(value) - 62);
-  const bool sticky = (value & ((ExactInt128{1} << shift) - 1)) != 0;
-  float rounded;
-  if (!exact_internal::RoundFloatFast(static_cast<std::int64_t>(value >> shift), sticky, lsb + shift, rounded) ||
-      !std::isfinite(rounded))
-    return false;
-  out = rounded;
-  return true;
-}
-
 // The end of an element's sum on the words' path: the bins added to the words (which
 // hold the terms outside them), normalized, then the regularization term t, and the
 // rounded value where the caller wants it.
@@ -103,13 +62,12 @@ void FinishWords(std::int64_t* words, double bin0, double bin1, int e0, int step
 }
 
 // An element's rounded sum from the bins into *rounded, when it has one there: its
-// terms all took the bins (not needs_words), and RoundBinsFast's lanes (fast_ok,
-// fast) or else RoundBins could round it. False: the element takes the words.
-bool RoundedFromBins(float* rounded, bool needs_words, bool fast_ok, float fast, double bin0, double bin1, int e0,
-                     int step, float t) {
-  if (rounded == nullptr || needs_words) return false;
-  if (fast_ok) return *rounded = fast, true;
-  return RoundBins(bin0, bin1, e0, step, t, *rounded);
+// terms all took the bins (not needs_words) and RoundBinsFast rounded them (fast_ok,
+// fast). False: the element takes the words.
+bool RoundedFromBins(float* rounded, bool needs_words, bool fast_ok, float fast) {
+  if (rounded == nullptr || needs_words || !fast_ok) return false;
+  *rounded = fast;
+  return true;
 }
 
 // Element k's regularization term (0 without one).
@@ -163,51 +121,57 @@ Doubles Keep(const Doubles& x, const Masks& keep) {
 using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Ints = std::int32_t __attribute__((vector_size(kLanes * sizeof(float))));
 
-// RoundBins for n elements at once, in double arithmetic without branches, where the
-// regularization term t fits the bins: with C = 1.5 * 2^e0 the element's bin-0
-// constant (c0), t is one more term of the bins when it is 0 or when
-// u1 * 2^23 <= |t| <= 2^(e0 - g) (its last bit at least bin 1's unit u1, and no
-// larger than the bound 2^T of the terms). The rows are fewer than 2^g, so with t
-// they are at most 2^g: bin 0's sum stays at most 2^52 u0 and bin 1's at most
-// 2^53 u1, still exact. Then x = bin0 + bin1 is s + e exactly (TwoSum), and x
-// rounded to odd on 53 bits (s, or its neighbour towards x whose last bit is 1,
-// when e is not 0) rounds to float as x does: round to odd keeps x on its side of
-// every float and float midpoint, which are all 53-bit doubles (24 + 2 <= 53;
-// subnormal floats too). Empty bins (a dead unit's column, or terms that cancel)
-// give t itself, but +0 for -0 as the words give. ok[k] says whether out[k] holds
-// the rounded sum: t fit (or the bins are empty), and the float is finite (an
-// overflow, or an infinite or NaN t, takes the words). n is a multiple of kLanes
-// (callers pad with empty bins, C = 1.5 and t = 0).
-void RoundBinsFast(const double* bin0, const double* bin1, const double* c0, const float* t, int g, int step,
-                   float* out, std::uint8_t* ok, std::size_t n) {
-  const double high = Pow2(-g), low = Pow2(-step - 29);  // times 2^e0: 2^(e0 - g), u1 * 2^23
-  // kLanes elements at a time: the same operations lane by lane, each choice a mask.
+// x + y = s + e exactly (Knuth's TwoSum, six IEEE additions; exact barring overflow).
+void TwoSum(const Doubles& x, const Doubles& y, Doubles& s, Doubles& e) {
+  s = x + y;
+  const Doubles yy = s - x;
+  e = (x - (s - yy)) + (y - yy);
+}
+
+// x + y rounded to odd on 53 bits: s = x + y rounded to nearest, or, where that was
+// inexact (e != 0), whichever of s and its neighbour towards x + y has its last bit
+// set. (s is never 0 then: a sum that rounds to 0 is exactly 0.)
+Doubles AddRoundToOdd(const Doubles& x, const Doubles& y) {
+  Doubles s, e;
+  TwoSum(x, y, s, e);
+  const Masks bits = reinterpret_cast<Masks>(s);
+  // Towards x + y: the magnitude's last bit set (x + y beyond s), or the magnitude one
+  // lower with its last bit set (x + y short of s).
+  const Masks beyond = (e > 0.0) == (s > 0.0);
+  const Masks odd = (beyond & (bits | 1)) | (~beyond & ((bits - 1) | 1));
+  const Masks inexact = e != 0.0;
+  return reinterpret_cast<Doubles>((inexact & odd) | (~inexact & bits));
+}
+
+// x = bin0 + bin1 + t correctly rounded to float, for n elements at once (n a
+// multiple of kLanes; callers pad with zero bins and t = 0), without branches:
+//
+//   (uh, ul) = TwoSum(bin0, bin1), (th, tl) = TwoSum(t, uh), so x = th + tl + ul
+//   exactly; v = RO(tl + ul) and z = RO(th + v), RO rounding to odd on 53 bits.
+//
+// z is RO(x): if w = tl + ul is a double, v = w and z = RO(th + w) = RO(x). If not,
+// tl is not 0, so t and uh are not within a factor 2 of each other (Sterbenz would
+// make th exact), |th| >= |uh| / 2 and |w| <= ulp(th) / 2 + ulp(uh) / 2 <= 1.5 ulp(th):
+// x is within one binade of th, its 53-bit neighbours are multiples of at least
+// ulp(th) / 2, far above v's last bit (ulp(v) <= 2^-52 |w| < 2^-50 ulp(th)). So th + w and th + v,
+// with v the odd end of the 53-bit interval around w, lie strictly inside the same
+// interval between x's neighbours: RO(th + v) = RO(th + w). Then float(z) = float(x)
+// (round to nearest even): every float and float midpoint is a 53-bit double
+// (24 + 2 <= 53, subnormal floats too), and rounding to odd keeps x on its side of
+// each. Empty bins give t itself, +0 for -0, as the words do. ok[k]: out[k] is finite
+// (an overflow, an infinite or NaN t take the words).
+void RoundBinsFast(const double* bin0, const double* bin1, const float* t, float* out, std::uint8_t* ok,
+                   std::size_t n) {
   for (std::size_t k = 0; k < n; k += kLanes) {
-    const Doubles c = Load(c0 + k), bins0 = Load(bin0 + k), bins1 = Load(bin1 + k);
     Floats t_lanes;
     std::memcpy(&t_lanes, t + k, sizeof t_lanes);
-    const Doubles term = __builtin_convertvector(t_lanes, Doubles);
-    const Doubles e0 =
-        reinterpret_cast<Doubles>(reinterpret_cast<Masks>(c) & static_cast<std::int64_t>(0xfff0000000000000u));
-    const Doubles magnitude = Abs(term);
-    const Masks fits = (term == 0.0) | ((magnitude <= e0 * high) & (magnitude >= e0 * low));
-    const Doubles tq = Keep((term + c) - c, fits);
-    const Doubles a = bins0 + tq, b = bins1 + Keep(term - tq, fits);
-    const Doubles sum = a + b, bb = sum - a, e = (a - (sum - bb)) + (b - bb);
-    const Masks bits = reinterpret_cast<Masks>(sum);
-    // Towards x: the magnitude's last bit set (x beyond s) or the magnitude one lower
-    // with its last bit set (x short of s, so s is not zero).
-    const Masks same = (e > 0.0) == (sum > 0.0);
-    const Masks odd = (same & (bits | 1)) | (~same & ((bits - 1) | 1));
-    const Masks inexact = e != 0.0;
-    const Floats converted =
-        __builtin_convertvector(reinterpret_cast<Doubles>((inexact & odd) | (~inexact & bits)), Floats);
-    const Ints empty = __builtin_convertvector((bins0 == 0.0) & (bins1 == 0.0), Ints);
-    const Ints chosen = (reinterpret_cast<Ints>(t_lanes + 0.0f) & empty) | (reinterpret_cast<Ints>(converted) & ~empty);
-    const Ints finite = (chosen & 0x7fffffff) < 0x7f800000;
-    const Ints good = (__builtin_convertvector(fits, Ints) | empty) & finite;
-    std::memcpy(out + k, &chosen, sizeof chosen);
-    for (std::size_t l = 0; l < kLanes; ++l) ok[k + l] = good[l] != 0;
+    Doubles uh, ul, th, tl;
+    TwoSum(Load(bin0 + k), Load(bin1 + k), uh, ul);
+    TwoSum(__builtin_convertvector(t_lanes, Doubles), uh, th, tl);
+    const Floats rounded = __builtin_convertvector(AddRoundToOdd(th, AddRoundToOdd(tl, ul)), Floats);
+    const Ints finite = (reinterpret_cast<Ints>(rounded) & 0x7fffffff) < 0x7f800000;
+    std::memcpy(out + k, &rounded, sizeof rounded);
+    for (std::size_t l = 0; l < kLanes; ++l) ok[k + l] = finite[l] != 0;
   }
 }
 
@@ -295,7 +259,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   double* c0 = bin1 + Jp;
   std::fill(c0 + J, c0 + Jp, 1.5);
   scratch.needs_words.resize(J);
-  scratch.t.assign(Jp, 0.0f);  // past J: padding lanes for RoundBinsFast (empty bins, C = 1.5)
+  scratch.t.assign(Jp, 0.0f);  // past J: padding lanes for RoundBinsFast (empty bins, t = 0)
   scratch.sums.resize(Jp);
   scratch.sums_ok.resize(Jp);
   scratch.plain.resize(rows);  // the first `plain` are one input row's
@@ -369,7 +333,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       for (std::size_t j = 0; j < J; ++j)
         scratch.t[j] = RegularizationTerm(out.coefficient, out.weights[i * units + j]);
     if (out.rounded != nullptr) {
-      RoundBinsFast(bin0, bin1, c0, scratch.t.data(), g, step, scratch.sums.data(), scratch.sums_ok.data(), Jp);
+      RoundBinsFast(bin0, bin1, scratch.t.data(), scratch.sums.data(), scratch.sums_ok.data(), Jp);
       // The rule: every column's sum rounded from the bins.
       std::uint8_t all_ok = 1;
       for (std::size_t j = 0; j < J; ++j) all_ok &= scratch.sums_ok[j];
@@ -390,9 +354,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       const float t = scratch.t[j];
       const int e0 = a_max + scratch.b_max[j] - 252 + g;
       float* rounded = out.rounded != nullptr ? out.rounded + k : nullptr;
-      if (RoundedFromBins(rounded, scratch.needs_words[j], scratch.sums_ok[j], scratch.sums[j], bin0[j], bin1[j], e0,
-                          step, t))
-        continue;
+      if (RoundedFromBins(rounded, scratch.needs_words[j], scratch.sums_ok[j], scratch.sums[j])) continue;
       std::int64_t* words = out.words + k * kExactWords;
       std::fill_n(words, kExactWords, 0);
       if (scratch.needs_words[j]) {
@@ -500,14 +462,14 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
       // multiple of kLanes).
       const auto lanes = static_cast<std::int64_t>((static_cast<std::size_t>(n) + kLanes - 1) / kLanes * kLanes);
       std::fill(bin0 + n, bin0 + lanes, 0.0), std::fill(bin1 + n, bin1 + lanes, 0.0);
-      std::fill(c0 + n, c0 + lanes, 1.5), std::fill(t + n, t + lanes, 0.0f);
-      RoundBinsFast(bin0, bin1, c0, t, g, step, sums, sums_ok, static_cast<std::size_t>(lanes));
+      std::fill(t + n, t + lanes, 0.0f);
+      RoundBinsFast(bin0, bin1, t, sums, sums_ok, static_cast<std::size_t>(lanes));
     }
     for (std::int64_t k = 0; k < n; ++k) {
       // An element with an infinite or NaN value has every nonzero one far.
       const int e0 = x_max[k] - 126 + g;
       float* rounded = out.rounded != nullptr ? out.rounded + first + k : nullptr;
-      if (RoundedFromBins(rounded, far[k] != 0.0, sums_ok[k], sums[k], bin0[k], bin1[k], e0, step, t[k])) continue;
+      if (RoundedFromBins(rounded, far[k] != 0.0, sums_ok[k], sums[k])) continue;
       std::int64_t* words = out.words + (first + k) * kExactWords;
       std::fill_n(words, kExactWords, 0);
       if (far[k] != 0.0)

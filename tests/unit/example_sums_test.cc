@@ -317,6 +317,40 @@ TEST(SumValues, RoundsFromTheBinsAsTheWordsRound) {
   }
 }
 
+// Rounding from the bins with the term anywhere: values and terms of one to three
+// bits at exponents 23 to 26 binades apart (so that sums land on float ties, just
+// above and just below them), the term far above, within or far below the values,
+// or cancelling the largest; each sum against the plain words rounded by ExactToFloat.
+RC_GTEST_PROP(SumValues, RoundsTiesWhereverTheTermLies, ()) {
+  const std::int64_t rows = *rc::gen::element<std::int64_t>(1, 2, 3, 5, 64);
+  const int top = *rc::gen::inRange(-140, 120);
+  const auto few_bits = [](int exponent) {
+    const float significand = static_cast<float>(*rc::gen::element(1, 3, 5, 7));
+    const float x = std::ldexp(significand, std::max(exponent, -149));
+    return *rc::gen::arbitrary<bool>() ? -x : x;
+  };
+  std::vector<float> values(static_cast<std::size_t>(rows));
+  for (float& v : values) v = few_bits(top - *rc::gen::element(0, 0, 23, 24, 25, 26, 48, 49, 50, 90));
+  float t = few_bits(top + *rc::gen::element(-120, -50, -26, -25, -24, -1, 0, 1, 24, 25, 26, 50, 100));
+  if (*rc::gen::inRange(0, 5) == 0) t = -values[0];
+  if (!std::isfinite(t)) t = 0.0f;
+  constexpr std::int64_t kCopies = 9;  // a whole vector of lanes and one beside padding
+  ExampleTerms terms;
+  terms.values = Tensor<float>({rows, kCopies});
+  for (std::int64_t e = 0; e < rows * kCopies; ++e) terms.values[e] = values[static_cast<std::size_t>(e / kCopies)];
+  const std::vector<std::int64_t> counts = {rows};
+  const ExampleTerms* chunk[] = {&terms};
+  std::vector<std::int64_t> words(kCopies * kExactWords, 77), expected(kExactWords, 0);
+  std::vector<float> rounded(kCopies, -77.0f), weights(kCopies, t);
+  SumValues(chunk, counts, 0, kCopies, SumOutput{words.data(), 0.5f, weights.data(), rounded.data()});
+  for (const float v : values) ExactAddFloat(expected.data(), v);
+  ExactAddFloat(expected.data(), RegularizationTerm(0.5f, t));
+  ExactNormalize(expected.data());
+  const float want = ExactToFloat(expected.data());
+  for (std::int64_t k = 0; k < kCopies; ++k)
+    RC_ASSERT(std::bit_cast<std::uint32_t>(rounded[static_cast<std::size_t>(k)]) == std::bit_cast<std::uint32_t>(want));
+}
+
 // The same for a product: one that overflows float (its words written), one that
 // is subnormal, and one that is exact.
 TEST(SumOuterProducts, RoundsFromTheBinsAsTheWordsRound) {
