@@ -255,7 +255,7 @@ void BatchRunner::RunExact(const Tensor<float>& images, std::span<const std::int
     for (std::size_t p = 0; p < specs.size(); ++p) {
       const bool outer = terms[p].kind == ExampleTerms::Kind::kOuterProducts;
       const std::int64_t units = outer ? terms[p].a.dim(1) : offsets[p + 1] - offsets[p];
-      const std::int64_t block = outer ? 64 : 2048;  // outer: b is decoded once per task
+      const std::int64_t block = outer ? 128 : 2048;  // outer: b is decoded once per task
       for (std::int64_t b = 0; b < units; b += block) sum_tasks.push_back({s, p, b, std::min(units, b + block)});
     }
   }

@@ -213,29 +213,41 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   scratch.row_deficit.assign(rows, 0);
   scratch.row_finite.resize(rows);
   scratch.b_max.assign(J, 0);
+  // In loops without branches over the values' bits: a finite nonzero value's
+  // ExponentOf is max(biased exponent, 1).
+  const auto exponent_of = [](std::uint32_t magnitude_bits) {
+    return std::max(static_cast<std::int32_t>(magnitude_bits >> 23), 1);
+  };
   std::size_t r = 0;
   for (std::size_t c = 0; c < terms.size(); ++c)
     for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
       const float* b = terms[c]->b.data() + e * units;
-      bool finite = true;
-      for (std::size_t j = 0; j < J; ++j) finite &= std::isfinite(b[j]);
-      scratch.row_finite[r] = finite;
+      std::uint32_t non_finite = 0;
       for (std::size_t j = 0; j < J; ++j) {
+        non_finite |= (std::bit_cast<std::uint32_t>(b[j]) & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
         scratch.b[r * Jp + j] = b[j];
-        if (finite && b[j] != 0.0f) scratch.b_max[j] = std::max(scratch.b_max[j], ExponentOf(b[j]));
+      }
+      scratch.row_finite[r] = non_finite == 0;
+      if (non_finite != 0) continue;
+      for (std::size_t j = 0; j < J; ++j) {
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(b[j]) & 0x7fffffffu;
+        scratch.b_max[j] = std::max(scratch.b_max[j], bits != 0 ? exponent_of(bits) : 0);
       }
     }
-  for (r = 0; r < rows; ++r) {
-    if (!scratch.row_finite[r]) continue;
-    std::int32_t worst = 0;
-    for (std::size_t j = 0; j < J; ++j) {
-      const double bj = scratch.b[r * Jp + j];
-      const std::int32_t d = bj == 0.0 ? 0 : scratch.b_max[j] - ExponentOf(static_cast<float>(bj));
-      scratch.b_deficit[r * Jp + j] = d;
-      worst = std::max(worst, d);
+  r = 0;
+  for (std::size_t c = 0; c < terms.size(); ++c)
+    for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
+      if (!scratch.row_finite[r]) continue;
+      const float* b = terms[c]->b.data() + e * units;
+      std::int32_t worst = 0;
+      for (std::size_t j = 0; j < J; ++j) {
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(b[j]) & 0x7fffffffu;
+        const std::int32_t d = bits != 0 ? scratch.b_max[j] - exponent_of(bits) : 0;
+        scratch.b_deficit[r * Jp + j] = d;
+        worst = std::max(worst, d);
+      }
+      scratch.row_deficit[r] = worst;
     }
-    scratch.row_deficit[r] = worst;
-  }
 
   // The task's inputs a[.][i], i in [begin, end), gathered row by row: input i's
   // values over the rows are then contiguous (a column of a is strided by `inputs`).
