@@ -293,7 +293,8 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
     bool others = false;
     for (r = 0; r < rows; ++r) {
       const float a = a_row[r];
-      const bool finite = std::isfinite(a) & (scratch.row_finite[r] != 0);
+      const bool a_finite = std::isfinite(a);
+      const bool finite = a_finite & (scratch.row_finite[r] != 0);
       const bool zero = finite & (a == 0.0f);
       const std::int32_t limit = reach - (a_max - ExponentOf(a));
       const bool takes = finite & !zero & (limit >= 0) & (scratch.row_deficit[r] <= limit);
