@@ -2,6 +2,7 @@
 // header). See core/exact_sum.h for the word layout and docs/exact.md for why.
 #include "core/exact_sum.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <limits>
@@ -170,6 +171,28 @@ void ExactAddInt128(std::int64_t* words, ExactInt128 value, int position) {
       words[kTopDigit] += signed_digit * (std::int64_t{1} << 32);
     }
   }
+}
+
+void ExactSetInt128(std::int64_t* words, ExactInt128 value, int position) {
+  std::fill_n(words, kExactWords, 0);
+  ExactAddInt128(words, value, position);
+  // The value's digits (at most five, from `first`) carried; above them every digit
+  // is 0 (a carry of 0) or all ones up to the top digit's -1 (a borrow of -1).
+  const int first = std::max(position, 0) >> 5;
+  std::int64_t carry = 0;
+  for (int i = first; i < kTopDigit; ++i) {
+    const std::int64_t word = words[i] + carry;
+    carry = word >> 32;
+    words[i] = word & 0xffffffff;
+    if (i < first + 4) continue;
+    if (carry == 0) return;
+    if (carry == -1) {
+      std::fill(words + i + 1, words + kTopDigit, std::int64_t{0xffffffff});
+      words[kTopDigit] -= 1;
+      return;
+    }
+  }
+  words[kTopDigit] += carry;
 }
 
 void ExactNormalize(std::int64_t* words) {

@@ -55,6 +55,10 @@ void ExactAddDouble(std::int64_t* words, double x);
 /// in the accumulator's range; a negative position only if value's low -position
 /// bits are zero.
 void ExactAddInt128(std::int64_t* words, ExactInt128 value, int position);
+/// words = value * 2^(position + kExactLsbExponent), normalized (the same words as
+/// zeroing them, ExactAddInt128, then ExactNormalize), with no non-finite count:
+/// carries run only from the digits the value touches. REQUIRES as ExactAddInt128.
+void ExactSetInt128(std::int64_t* words, ExactInt128 value, int position);
 /// dst += src, word by word (the merge of two accumulators).
 void ExactMerge(std::int64_t* dst, const std::int64_t* src);
 /// Propagates carries: the canonical form of the same value.

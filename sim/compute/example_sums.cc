@@ -42,21 +42,33 @@ BinLayout BinLayoutFor(std::span<const std::int64_t> counts) {
   return {rows, g, 52 - std::max(0, g - 2)};
 }
 
-// words += bin0 + bin1, two bins of units 2^(e0 - 52) and 2^(e0 - step - 52) that
-// hold integers below 2^53 in those units: one 128-bit value.
-void AddBins(std::int64_t* words, double bin0, double bin1, int e0, int step) {
+// bin0 + bin1, two bins of units 2^(e0 - 52) and 2^(e0 - step - 52) that hold
+// integers below 2^53 in those units, as one 128-bit value at a position of the
+// words (ExactAddInt128's units).
+struct BinsValue {
+  ExactInt128 value;
+  int position;
+};
+BinsValue BinsValueOf(double bin0, double bin1, int e0, int step) {
   const int e1 = e0 - step;
   const auto n0 = static_cast<std::int64_t>(bin0 * Pow2(52 - e0));
   const auto n1 = static_cast<std::int64_t>(bin1 * Pow2(52 - e1));
-  ExactAddInt128(words, (static_cast<ExactInt128>(n0) << step) + n1, e1 - 52 - kExactLsbExponent);
+  return {(static_cast<ExactInt128>(n0) << step) + n1, e1 - 52 - kExactLsbExponent};
 }
 
-// The end of an element's sum on the words' path: the bins added to the words (which
-// hold the terms outside them), normalized, then the regularization term t, and the
-// rounded value where the caller wants it.
-void FinishWords(std::int64_t* words, double bin0, double bin1, int e0, int step, float t, float* rounded) {
-  AddBins(words, bin0, bin1, e0, step);
-  ExactNormalize(words);
+// The end of an element's sum on the words' path: the bins added to the words, which
+// hold the terms outside them (or are set to the bins, `only_bins`: every term took
+// them), normalized, then the regularization term t, and the rounded value where the
+// caller wants it.
+void FinishWords(std::int64_t* words, bool only_bins, double bin0, double bin1, int e0, int step, float t,
+                 float* rounded) {
+  const BinsValue bins = BinsValueOf(bin0, bin1, e0, step);
+  if (only_bins) {
+    ExactSetInt128(words, bins.value, bins.position);
+  } else {
+    ExactAddInt128(words, bins.value, bins.position);
+    ExactNormalize(words);
+  }
   if (t != 0.0f) ExactAddFloatNormalized(words, t);
   if (rounded != nullptr) *rounded = ExactToFloat(words);
 }
@@ -369,14 +381,14 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       float* rounded = out.rounded != nullptr ? out.rounded + k : nullptr;
       if (RoundedFromBins(rounded, scratch.needs_words[j], scratch.sums_ok[j], scratch.sums[j])) continue;
       std::int64_t* words = out.words + k * kExactWords;
-      std::fill_n(words, kExactWords, 0);
       if (scratch.needs_words[j]) {
+        std::fill_n(words, kExactWords, 0);
         for (const OuterProductScratch::FarRow& row : scratch.far) ExactAddProduct(words, row.a, row.b[j]);
         for (const OuterProductScratch::Row& row : scratch.masked)
           if (scratch.b_deficit[row.index * Jp + j] > row.limit)
             ExactAddProduct(words, static_cast<float>(row.a), static_cast<float>(scratch.b[row.index * Jp + j]));
       }
-      FinishWords(words, bin0[j], bin1[j], e0, step, t, rounded);
+      FinishWords(words, !scratch.needs_words[j], bin0[j], bin1[j], e0, step, t, rounded);
     }
   }
 }
@@ -484,14 +496,15 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
       float* rounded = out.rounded != nullptr ? out.rounded + first + k : nullptr;
       if (RoundedFromBins(rounded, far[k] != 0.0, sums_ok[k], sums[k])) continue;
       std::int64_t* words = out.words + (first + k) * kExactWords;
-      std::fill_n(words, kExactWords, 0);
-      if (far[k] != 0.0)
+      if (far[k] != 0.0) {
+        std::fill_n(words, kExactWords, 0);
         for (std::size_t c = 0; c < terms.size(); ++c) {
           const float* v = terms[c]->values.data() + first + k;
           for (std::int64_t e = 0; e < counts[c]; ++e, v += size)
             if (!(std::fabs(static_cast<double>(*v)) >= threshold[k])) ExactAddFloat(words, *v);
         }
-      FinishWords(words, bin0[k], bin1[k], e0, step, t[k], rounded);
+      }
+      FinishWords(words, far[k] == 0.0, bin0[k], bin1[k], e0, step, t[k], rounded);
     }
   }
 }

@@ -510,6 +510,25 @@ RC_GTEST_PROP(ExactSumProperty, AddFloatNormalizedKeepsTheCanonicalWords, ()) {
   RC_ASSERT(fast == Normalized(reference));
 }
 
+// ExactSetInt128 gives the words of zeroing, ExactAddInt128 and ExactNormalize, for
+// values of 0 to 120 bits of either sign (the borrow of a negative one runs to the
+// top digit), at positions from below the accumulator's lsb to near its top.
+RC_GTEST_PROP(ExactSumProperty, SetInt128GivesTheNormalizedWordsOfAnAdd, ()) {
+  const int width = *rc::gen::inRange(0, 121);
+  ExactInt128 value = 0;
+  for (int b = 0; b < width; b += 30) value = (value << 30) | *rc::gen::inRange(0, 1 << 30);
+  if (width > 0) value &= (ExactInt128{1} << width) - 1;
+  if (*rc::gen::arbitrary<bool>()) value = -value;
+  int position = *rc::gen::inRange(-20, 440);
+  if (position < 0) value = value / (ExactInt128{1} << -position) * (ExactInt128{1} << -position);
+  Words set, reference = Zero();
+  set.fill(77);
+  ExactSetInt128(set.data(), value, position);
+  ExactAddInt128(reference.data(), value, position);
+  ExactNormalize(reference.data());
+  RC_ASSERT(set == reference);
+}
+
 TEST(ExactSumTest, EqualValuesHaveEqualWords) {
   // 3 = 1 + 2 = x + x - (2x - 3) = 1.5 * 2 = 0.75 + 0.75 + 0.75 + 0.75 + 0 + 0:
   // other terms, other orders, with and without normalizing in between.
