@@ -192,7 +192,9 @@ void RoundBinsFast(const double* bin0, const double* bin1, const float* t, float
 // Element (i, j)'s products a[e][i] * b[e][j] are exact doubles (48-bit significands)
 // below 2^T, T = a_max_i + b_max_j - 252 (the largest finite exponents, in
 // DecodeFiniteFloat's units: a float is significand * 2^(exponent - 150)). Two
-// double bins hold their sum exactly, and a product needs five vector flops:
+// double bins hold their sum exactly, and a product needs five vector flops (two of
+// them FMAs, which compute a p + C and a p - q that is exact as the same real number
+// rounded once):
 //
 //   bin 0: q = (p + C) - C with C = 1.5 * 2^e0, e0 = T + g (rows < 2^g), rounds p to
 //          a multiple of u0 = 2^(e0 - 52) exactly (p + C stays in [2^e0, 2^(e0+1)],
