@@ -82,9 +82,12 @@ bool RoundedFromBins(float* rounded, bool needs_words, bool fast_ok, float fast)
   return true;
 }
 
-// Element k's regularization term (0 without one).
-float TermOf(const SumOutput& out, std::int64_t k) {
-  return out.coefficient != 0.0f ? RegularizationTerm(out.coefficient, out.weights[k]) : 0.0f;
+// Elements [first, first + n)'s regularization terms into t (0 without one).
+void TermsOf(const SumOutput& out, std::int64_t first, std::size_t n, float* t) {
+  if (out.coefficient == 0.0f)
+    std::fill_n(t, n, 0.0f);
+  else
+    for (std::size_t k = 0; k < n; ++k) t[k] = RegularizationTerm(out.coefficient, out.weights[first + k]);
 }
 
 // Eight doubles: GCC's and Clang's vector extension, one AVX-512 register or two
@@ -164,10 +167,10 @@ Doubles AddRoundToOdd(const Doubles& x, const Doubles& y) {
 // z is RO(x): if w = tl + ul is a double, v = w and z = RO(th + w) = RO(x). If not,
 // tl is not 0, so t and uh are not within a factor 2 of each other (Sterbenz would
 // make th exact), |th| >= |uh| / 2 and |w| <= ulp(th) / 2 + ulp(uh) / 2 <= 1.5 ulp(th):
-// x is within one binade of th, its 53-bit neighbours are multiples of at least
-// ulp(th) / 2, far above v's last bit (ulp(v) <= 2^-52 |w| < 2^-50 ulp(th)). So th + w and th + v,
-// with v the odd end of the 53-bit interval around w, lie strictly inside the same
-// interval between x's neighbours: RO(th + v) = RO(th + w). Then float(z) = float(x)
+// x is within one binade of th, and its 53-bit neighbours are multiples of at least
+// ulp(th) / 2, far above v's last bit (ulp(v) <= 2^-52 |w| < 2^-50 ulp(th)). So
+// th + w and th + v, with v the odd end of the 53-bit interval around w, lie strictly
+// inside the same interval between x's neighbours: RO(th + v) = RO(th + w). Then float(z) = float(x)
 // (round to nearest even): every float and float midpoint is a 53-bit double
 // (24 + 2 <= 53, subnormal floats too), and rounding to odd keeps x on its side of
 // each. Empty bins give t itself, +0 for -0, as the words do. ok[k]: out[k] is finite
@@ -227,11 +230,6 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
   scratch.row_deficit.assign(rows, 0);
   scratch.row_finite.resize(rows);
   scratch.b_max.assign(J, 0);
-  // In loops without branches over the values' bits: a finite nonzero value's
-  // ExponentOf is max(biased exponent, 1).
-  const auto exponent_of = [](std::uint32_t magnitude_bits) {
-    return std::max(static_cast<std::int32_t>(magnitude_bits >> 23), 1);
-  };
   std::size_t r = 0;
   for (std::size_t c = 0; c < terms.size(); ++c)
     for (std::int64_t e = 0; e < counts[c]; ++e, ++r) {
@@ -243,10 +241,8 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       }
       scratch.row_finite[r] = non_finite == 0;
       if (non_finite != 0) continue;
-      for (std::size_t j = 0; j < J; ++j) {
-        const std::uint32_t bits = std::bit_cast<std::uint32_t>(b[j]) & 0x7fffffffu;
-        scratch.b_max[j] = std::max(scratch.b_max[j], bits != 0 ? exponent_of(bits) : 0);
-      }
+      for (std::size_t j = 0; j < J; ++j)
+        scratch.b_max[j] = std::max(scratch.b_max[j], b[j] != 0.0f ? ExponentOf(b[j]) : 0);
     }
   r = 0;
   for (std::size_t c = 0; c < terms.size(); ++c)
@@ -255,8 +251,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       const float* b = terms[c]->b.data() + e * units;
       std::int32_t worst = 0;
       for (std::size_t j = 0; j < J; ++j) {
-        const std::uint32_t bits = std::bit_cast<std::uint32_t>(b[j]) & 0x7fffffffu;
-        const std::int32_t d = bits != 0 ? scratch.b_max[j] - exponent_of(bits) : 0;
+        const std::int32_t d = b[j] != 0.0f ? scratch.b_max[j] - ExponentOf(b[j]) : 0;
         scratch.b_deficit[r * Jp + j] = d;
         worst = std::max(worst, d);
       }
@@ -356,9 +351,7 @@ void SumOuterProducts(std::span<const ExampleTerms* const> terms, std::span<cons
       Store(bin0 + jb, s0_lo), Store(bin0 + jb + kLanes, s0_hi);
       Store(bin1 + jb, s1_lo), Store(bin1 + jb + kLanes, s1_hi);
     }
-    if (out.coefficient != 0.0f)
-      for (std::size_t j = 0; j < J; ++j)
-        scratch.t[j] = RegularizationTerm(out.coefficient, out.weights[i * units + j]);
+    TermsOf(out, i * units, J, scratch.t.data());
     if (out.rounded != nullptr) {
       RoundBinsFast(bin0, bin1, scratch.t.data(), scratch.sums.data(), scratch.sums_ok.data(), Jp);
       // The rule: every column's sum rounded from the bins.
@@ -483,7 +476,7 @@ void SumValues(std::span<const ExampleTerms* const> terms, std::span<const std::
           far[k] = keep || x == 0.0 ? far[k] : 1.0;
         }
     }
-    for (std::int64_t k = 0; k < n; ++k) t[k] = TermOf(out, first + k);
+    TermsOf(out, first, static_cast<std::size_t>(n), t);
     if (out.rounded != nullptr) {
       // Whole lanes for RoundBinsFast: padding elements with empty bins (kBlock is a
       // multiple of kLanes).
