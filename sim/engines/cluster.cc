@@ -90,14 +90,27 @@ bool SameBits(const ParameterList<float>& a, const ParameterList<float>& b) {
 // non-finite terms added to it. With `rounded` (the gradient rounded in its pass,
 // ExactSegment::rounded), only the elements whose rounded value is not finite are
 // sure to have their words; a non-finite term rounds to inf or NaN, so the others
-// had none.
+// had none. With `encoded` (the same words, encoded for the compact all-reduce), only
+// the values of its whole blocks can have a non-finite term (CompactGradient's
+// kWholeBlock), and only they are read.
 std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<const std::int64_t> words,
-                                  std::span<const float> rounded) {
+                                  std::span<const float> rounded, const CompactGradient* encoded) {
   // The common case, nothing non-finite, in parallel: the scan reads a word of every
-  // accumulator, which touches all their cache lines (or the rounded floats).
+  // accumulator, which touches all their cache lines (or the rounded floats, or the
+  // encoding's block bounds).
   const auto elements = static_cast<std::int64_t>(words.size() / kExactWords);
-  const bool any = !rounded.empty()
-                       ? !AllFinite(rounded)
+  auto any_in_whole_blocks = [&] {
+    for (std::size_t block = 0; block < encoded->bound.size(); ++block) {
+      if (encoded->bound[block] != CompactGradient::kWholeBlock) continue;
+      const auto begin = static_cast<std::int64_t>(block) * kCompactBlock;
+      for (std::int64_t k = begin; k < std::min(elements, begin + kCompactBlock); ++k)
+        if (words[static_cast<std::size_t>(k * kExactWords + kExactDigitWords)] != 0) return true;
+    }
+    return false;
+  };
+  const bool any = !rounded.empty() ? !AllFinite(rounded)
+                   : encoded != nullptr
+                       ? any_in_whole_blocks()
                        : tbb::parallel_reduce(
                              tbb::blocked_range<std::int64_t>(0, elements, 8192), false,
                              [&](const tbb::blocked_range<std::int64_t>& r, bool found) {
@@ -123,12 +136,14 @@ std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<cons
 }  // namespace
 
 Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets, std::int32_t begin,
-                                      std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot) {
+                                      std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot,
+                                      bool encoded) {
   for (auto k = static_cast<std::size_t>(begin); k < static_cast<std::size_t>(end); ++k) {
     const GradientSlot& gradient = slot(static_cast<std::int32_t>(k));
     const std::string bad =
         config_.math == MathMode::kExact
-            ? NonFiniteAccumulators(model_, gradient.words, rounds_in_pass_ ? gradient.flat : std::span<const float>())
+            ? NonFiniteAccumulators(model_, gradient.words, rounds_in_pass_ ? gradient.flat : std::span<const float>(),
+                                    encoded ? &replicas_[k].compact : nullptr)
             : NonFiniteVariables(model_, gradient.grads);
     if (bad.empty()) continue;
     const std::size_t r = k + static_cast<std::size_t>(first_);
@@ -641,16 +656,18 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
         if (config_.precision.dynamic_loss_scale) replica.local_finite = AllFinite(gradient.flat);
       }
     });
+    // Encoded before the check, so that the check reads the encoding's block bounds
+    // instead of every accumulator's last word.
+    const bool encoded = kExact && compacted_;
+    if (encoded)
+      tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) { Local(r)->compact.Encode(slot(r).words); });
     // With a dynamic loss scale a non-finite gradient is an overflow, which the
     // update step handles (ApplyUpdate), not a fault.
     if (!config_.precision.dynamic_loss_scale)
-      DTLAB_RETURN_IF_ERROR(
-          CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
-                                [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }));
+      DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(
+          step, offsets, wave_begin - first, wave_end - first,
+          [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }, encoded));
     if (folded_) FoldWaveInto<Word>(wave_begin - first, wave_end - first);
-    if constexpr (kExact)
-      if (compacted_)
-        tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) { Local(r)->compact.Encode(slot(r).words); });
   }
   result.folded = folded_;
 
