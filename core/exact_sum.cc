@@ -30,6 +30,14 @@ Float NonFiniteValue(std::int64_t special) {
   return -std::numeric_limits<Float>::infinity();
 }
 
+// Nonzero unless every digit below the top one is in [0, 2^32): normalized words.
+// An OR of shifted words, without a chain of dependent additions (it vectorizes).
+std::uint64_t DigitsOutOfRange(const std::int64_t* words) {
+  std::uint64_t out_of_range = 0;
+  for (int i = 0; i < kTopDigit; ++i) out_of_range |= static_cast<std::uint64_t>(words[i]) >> 32;
+  return out_of_range;
+}
+
 // 2^exponent as a double, for exponents in the normal range [-1022, 1023].
 double TwoToThe(int exponent) { return std::bit_cast<double>(static_cast<std::uint64_t>(exponent + 1023) << 52); }
 
@@ -196,13 +204,10 @@ void ExactSetInt128(std::int64_t* words, ExactInt128 value, int position) {
 }
 
 void ExactNormalize(std::int64_t* words) {
-  // Words that are normalized already (every digit below the top one in [0, 2^32),
-  // as the sums leave most of them) have no carry to propagate: a test without a
-  // chain of dependent additions (it vectorizes), and ExactCarry's loop, 17 dependent
-  // steps, only for the others. Both give the same words.
-  std::uint64_t out_of_range = 0;
-  for (int i = 0; i < kTopDigit; ++i) out_of_range |= static_cast<std::uint64_t>(words[i]) >> 32;
-  if (out_of_range != 0) ExactCarry(words);  // the special word is not touched
+  // Words that are normalized already, as the sums leave most of them, have no carry
+  // to propagate: ExactCarry's loop, 17 dependent steps, runs only for the others.
+  // Both give the same words.
+  if (DigitsOutOfRange(words) != 0) ExactCarry(words);  // the special word is not touched
 }
 
 void ExactAddFloatNormalized(std::int64_t* words, float x) {
@@ -227,9 +232,7 @@ void ExactAddFloatNormalized(std::int64_t* words, float x) {
 // sticky bit, and RoundFloatFast rounds them. Other words, and values that round to
 // a subnormal or zero, take RoundExact.
 float ExactToFloat(const std::int64_t* words) {
-  std::uint64_t out_of_range = static_cast<std::uint64_t>(words[kSpecialWord]);
-  for (int i = 0; i < kTopDigit; ++i) out_of_range |= static_cast<std::uint64_t>(words[i]) >> 32;
-  if (out_of_range == 0) {
+  if ((static_cast<std::uint64_t>(words[kSpecialWord]) | DigitsOutOfRange(words)) == 0) {
     const std::int64_t top = words[kTopDigit];
     const std::int64_t sign = top >> 63;  // 0 or -1
     // window: V's bits from digit `low` up, its sign included.

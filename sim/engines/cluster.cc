@@ -136,14 +136,13 @@ std::string NonFiniteAccumulators(const Sequential<float>& model, std::span<cons
 }  // namespace
 
 Status Cluster::CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets, std::int32_t begin,
-                                      std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot,
-                                      bool encoded) {
+                                      std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot) {
   for (auto k = static_cast<std::size_t>(begin); k < static_cast<std::size_t>(end); ++k) {
     const GradientSlot& gradient = slot(static_cast<std::int32_t>(k));
     const std::string bad =
         config_.math == MathMode::kExact
             ? NonFiniteAccumulators(model_, gradient.words, rounds_in_pass_ ? gradient.flat : std::span<const float>(),
-                                    encoded ? &replicas_[k].compact : nullptr)
+                                    compacted_ ? &replicas_[k].compact : nullptr)
             : NonFiniteVariables(model_, gradient.grads);
     if (bad.empty()) continue;
     const std::size_t r = k + static_cast<std::size_t>(first_);
@@ -656,17 +655,17 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
         if (config_.precision.dynamic_loss_scale) replica.local_finite = AllFinite(gradient.flat);
       }
     });
-    // Encoded before the check, so that the check reads the encoding's block bounds
-    // instead of every accumulator's last word.
-    const bool encoded = kExact && compacted_;
-    if (encoded)
-      tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) { Local(r)->compact.Encode(slot(r).words); });
+    // Encoded before the check, which then reads the encoding's block bounds instead
+    // of every accumulator's last word.
+    if constexpr (kExact)
+      if (compacted_)
+        tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) { Local(r)->compact.Encode(slot(r).words); });
     // With a dynamic loss scale a non-finite gradient is an overflow, which the
     // update step handles (ApplyUpdate), not a fault.
     if (!config_.precision.dynamic_loss_scale)
-      DTLAB_RETURN_IF_ERROR(CheckReplicaGradients(
-          step, offsets, wave_begin - first, wave_end - first,
-          [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }, encoded));
+      DTLAB_RETURN_IF_ERROR(
+          CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
+                                [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }));
     if (folded_) FoldWaveInto<Word>(wave_begin - first, wave_end - first);
   }
   result.folded = folded_;

@@ -326,10 +326,10 @@ class Cluster final : public TrainingEngine {
   // Runtime naming the replica, the variables and the step if a replica's gradient
   // holds a NaN or an infinity (before the collective spreads it to every replica).
   // `slot(r)` is local replica r's gradient; replicas [begin, end) are checked.
-  // `encoded`: each replica's `compact` holds its slot's words, encoded.
+  // Exact and compacted_, each replica's `compact` must hold its slot's words, encoded:
+  // the check reads it.
   Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets, std::int32_t begin,
-                               std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot,
-                               bool encoded);
+                               std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot);
   // The folded reduction: adds the gradients of the wave's replicas [begin, end)
   // (their slots_, in replica order) to the sum; the first wave starts it, the last
   // divides a fast-mode MEAN.
