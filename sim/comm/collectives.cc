@@ -28,7 +28,8 @@ void OverTransport(const ReplicaBuffers<T>& buffers, const CollectiveOptions& op
 
 template <typename T>
 void RunAllReduce(const ReplicaBuffers<T>& buffers, ReduceOp op, const CollectiveOptions& options) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int64_t>);
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int64_t> ||
+                std::is_same_v<T, Int448>);
   assert((op == ReduceOp::kSum || std::is_floating_point_v<T>)&&"MEAN is only for floating-point types");
   const std::int32_t n = buffers.num_replicas();
   assert(n >= 1);
@@ -273,6 +274,7 @@ void ReduceScatter(std::span<const std::span<const T>> inputs, std::span<const s
 DTLAB_INSTANTIATE_COLLECTIVES(float)
 DTLAB_INSTANTIATE_COLLECTIVES(double)
 DTLAB_INSTANTIATE_COLLECTIVES(std::int64_t)
+DTLAB_INSTANTIATE_COLLECTIVES(Int448)
 
 #undef DTLAB_INSTANTIATE_COLLECTIVES
 

@@ -11,7 +11,8 @@
 // number of threads. Different algorithms sum in different orders, so their float
 // results may differ in the last bits; integer results never differ.
 //
-// T is float, double or std::int64_t (exact mode moves int64 accumulator words).
+// T is float, double, std::int64_t (exact mode moves int64 accumulator words) or
+// Int448 (the compact exact all-reduce's packed windows, sim/comm/int448.h).
 // MEAN is only for floating types: the sum divided by the replica count.
 //
 // Thread safety: one collective at a time per set of buffers.
@@ -24,6 +25,7 @@
 
 #include "sim/comm/all_reduce_registry.h"
 #include "sim/comm/faults.h"
+#include "sim/comm/int448.h"
 #include "sim/comm/message_log.h"
 #include "sim/comm/transport.h"
 

@@ -11,7 +11,9 @@
 // staging array: staging the sum through a local array made loads wait on stores
 // to addresses equal modulo 4 KiB, which halved the bandwidth at random
 // (docs/performance.md). The tail shorter than a step is summed the same way one
-// element at a time, so the bits do not depend on where a block starts.
+// element at a time, so the bits do not depend on where a block starts. A T that is
+// not arithmetic (Int448, sim/comm/int448.h) is summed an element at a time
+// throughout, in place (below).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +22,15 @@
 #include <type_traits>
 
 namespace dtlab {
+
+/// The divisor of a MEAN over `replicas` replicas: floating types only (T{} otherwise).
+template <typename T>
+T MeanDivisor(std::int32_t replicas) {
+  if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(replicas);
+  else
+    return T{};
+}
 
 /// 64 bytes of T as one value (GCC/Clang vector extension): one register with
 /// AVX-512, two with AVX2; the compiler picks the instructions.
@@ -33,36 +44,56 @@ struct Vector64 {
 template <typename T, typename SourceAt, typename DestinationAt>
 inline void CombineRange(std::size_t num_sources, SourceAt source, std::size_t num_destinations,
                          DestinationAt destination, std::int64_t begin, std::int64_t end, bool divide, T divisor) {
-  using Vector = typename Vector64<T>::type;
-  constexpr std::int64_t kLanes = static_cast<std::int64_t>(sizeof(Vector) / sizeof(T));
-  constexpr int kVectorsPerStep = 4;
-  constexpr std::int64_t kStep = kLanes * kVectorsPerStep;
-  divide = divide && std::is_floating_point_v<T>;
-  std::int64_t k = begin;
-  for (; k + kStep <= end; k += kStep) {
-    Vector sum[kVectorsPerStep];
-    const T* first = source(0) + k;
-    for (int v = 0; v < kVectorsPerStep; ++v) std::memcpy(&sum[v], first + v * kLanes, sizeof(Vector));
-    for (std::size_t s = 1; s < num_sources; ++s) {
-      const T* addend = source(s) + k;
-      for (int v = 0; v < kVectorsPerStep; ++v) {
-        Vector x;
-        std::memcpy(&x, addend + v * kLanes, sizeof(Vector));
-        sum[v] += x;
+  if constexpr (!std::is_arithmetic_v<T>) {
+    // Wide integers (Int448, sim/comm/int448.h): summed in the first destination's
+    // memory, where each add-with-carry chain reads and writes limb by limb. (A sum
+    // kept in a local was copied to the stack and read back whole every element,
+    // which stalled on store forwarding: 3 times the time.) Integer addition is
+    // commutative, so where that destination is one of the sources (an in-place
+    // transfer), the sum starts from it.
+    if (num_destinations == 0) return;
+    T* const sum = destination(0);
+    std::size_t start = num_sources;
+    for (std::size_t s = 0; s < num_sources && start == num_sources; ++s)
+      if (source(s) == sum) start = s;
+    for (std::int64_t k = begin; k < end; ++k) {
+      if (start == num_sources) sum[k] = source(0)[k];
+      for (std::size_t s = start == num_sources ? 1 : 0; s < num_sources; ++s)
+        if (s != start) sum[k] += source(s)[k];
+      for (std::size_t d = 1; d < num_destinations; ++d) destination(d)[k] = sum[k];
+    }
+  } else {
+    using Vector = typename Vector64<T>::type;
+    constexpr std::int64_t kLanes = static_cast<std::int64_t>(sizeof(Vector) / sizeof(T));
+    constexpr int kVectorsPerStep = 4;
+    constexpr std::int64_t kStep = kLanes * kVectorsPerStep;
+    divide = divide && std::is_floating_point_v<T>;
+    std::int64_t k = begin;
+    for (; k + kStep <= end; k += kStep) {
+      Vector sum[kVectorsPerStep];
+      const T* first = source(0) + k;
+      for (int v = 0; v < kVectorsPerStep; ++v) std::memcpy(&sum[v], first + v * kLanes, sizeof(Vector));
+      for (std::size_t s = 1; s < num_sources; ++s) {
+        const T* addend = source(s) + k;
+        for (int v = 0; v < kVectorsPerStep; ++v) {
+          Vector x;
+          std::memcpy(&x, addend + v * kLanes, sizeof(Vector));
+          sum[v] += x;
+        }
+      }
+      if (divide)
+        for (int v = 0; v < kVectorsPerStep; ++v) sum[v] /= divisor;
+      for (std::size_t d = 0; d < num_destinations; ++d) {
+        T* to = destination(d) + k;
+        for (int v = 0; v < kVectorsPerStep; ++v) std::memcpy(to + v * kLanes, &sum[v], sizeof(Vector));
       }
     }
-    if (divide)
-      for (int v = 0; v < kVectorsPerStep; ++v) sum[v] /= divisor;
-    for (std::size_t d = 0; d < num_destinations; ++d) {
-      T* to = destination(d) + k;
-      for (int v = 0; v < kVectorsPerStep; ++v) std::memcpy(to + v * kLanes, &sum[v], sizeof(Vector));
+    for (; k < end; ++k) {
+      T sum = source(0)[k];
+      for (std::size_t s = 1; s < num_sources; ++s) sum += source(s)[k];
+      if (divide) sum /= divisor;
+      for (std::size_t d = 0; d < num_destinations; ++d) destination(d)[k] = sum;
     }
-  }
-  for (; k < end; ++k) {
-    T sum = source(0)[k];
-    for (std::size_t s = 1; s < num_sources; ++s) sum += source(s)[k];
-    if (divide) sum /= divisor;
-    for (std::size_t d = 0; d < num_destinations; ++d) destination(d)[k] = sum;
   }
 }
 

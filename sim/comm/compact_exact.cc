@@ -32,7 +32,10 @@ constexpr std::int16_t kNoBits = std::numeric_limits<std::int16_t>::max();  // t
 constexpr int kScaleBias = 320;
 constexpr int kMinScaleBound = 171;
 constexpr int kMaxScaleBound = 447;
-constexpr std::int64_t kGrain = 4096;  // values per task
+constexpr std::int64_t kGrain = 4096;  // values per task; a multiple of Int448::kFields
+// A window field's sum stays below 2^kFieldTop (plus the counts) in magnitude: a
+// signed 56-bit field, with a bit to spare for the counts.
+constexpr int kFieldTop = 54;
 
 // Digit i of a normalized accumulator read as an infinite two's complement integer:
 // digits 0..16 as stored, then the signed top word's 32-bit pieces, then its sign.
@@ -170,6 +173,17 @@ float PowerOfTwo(int e) {
   return std::bit_cast<float>(e >= -126 ? static_cast<std::uint32_t>(e + 127) << 23 : std::uint32_t{1} << (e + 149));
 }
 
+// For s, a float sum (in any order) of `replicas` non-negative floats: a `top` with
+// their exact sum s' < 2^top. The float sum of N such terms is within a factor 1 +
+// (N - 1) u / (1 - 2 (N - 1) u) <= 1 + N 2^-23 of the exact one (u = 2^-24, N <
+// 2^20), so s' < 2^(ilogb(s) + 1) wherever s (1 + N 2^-23) is (the double product's
+// rounding is covered by one more N), and s' < 2^(ilogb(s) + 2) always.
+int ScaleSumTop(float s, std::int32_t replicas) {
+  const int e = std::ilogb(s);
+  const double margin = 1.0 + static_cast<double>(replicas + 1) * 0x1p-23;
+  return e + (static_cast<double>(s) * margin < std::ldexp(1.0, e + 1) ? 1 : 2);
+}
+
 const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
   const auto it = std::lower_bound(g.deep_index.begin(), g.deep_index.end(), i);
   assert(it != g.deep_index.end() && *it == i);
@@ -196,14 +210,14 @@ std::uint64_t BitsAt(const CompactGradient& g, std::int64_t i, int p) {
   return shift >= 0 ? right : left;
 }
 
-// Round 2's words for values [begin, end) of g, where every block is windowed (no
-// value is sent whole): bits [L, L + 64) of each value, L its block's window lsb,
-// shifted up by count_bits, plus the sticky bit. BitsAt's work in a loop over plain
-// arrays (the common case; it reads each replica's whole encoding, so it reads the
-// least it can). A block's L is at least the value's bound + count_bits - 60 (its
-// scale sum is at least the value's own scale), so where base = bound - 126, the
-// bits lie in the window's high word alone: L - base >= 64. Only values below 2^126
-// units (base 0) need the low word too.
+// Round 2's fields for values [begin, end) of g, where every block is windowed (no
+// value is sent whole), into out[0, end - begin): bits [L, L + 64) of each value, L
+// its block's window lsb, shifted up by count_bits, plus the sticky bit. BitsAt's
+// work in a loop over plain arrays (the common case; it reads each replica's whole
+// encoding, so it reads the least it can). A block's L is at least the value's bound
+// + count_bits - 52 (its scale sum is at least the value's own scale), so where base
+// = bound - 126, the bits lie in the window's high word alone: L - base >= 64. Only
+// values below 2^126 units (base 0) need the low word too.
 void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
                       std::int64_t end, std::int64_t* out) {
   const std::int16_t* base = g.base.data();
@@ -221,11 +235,11 @@ void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_
       for (std::int64_t i = first; i < last; ++i) {
         const std::uint64_t flip = -(high[i] >> 63);
         const std::uint64_t bits = ((high[i] ^ flip) >> std::min(lsb - base[i] - 64, 63)) ^ flip;
-        out[i] = static_cast<std::int64_t>(bits << count_bits) + (value_lsb[i] < lsb);
+        out[i - begin] = static_cast<std::int64_t>(bits << count_bits) + (value_lsb[i] < lsb);
       }
     } else {
       for (std::int64_t i = first; i < last; ++i)
-        out[i] = static_cast<std::int64_t>(BitsAt(g, i, lsb) << count_bits) + (value_lsb[i] < lsb);
+        out[i - begin] = static_cast<std::int64_t>(BitsAt(g, i, lsb) << count_bits) + (value_lsb[i] < lsb);
     }
     first = last;
   }
@@ -335,10 +349,11 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   assert(inputs[0]->values == count);
   const std::int64_t blocks = (count + kCompactBlock - 1) / kCompactBlock;
   // b bits hold K <= N; c = ceil(log2 N) bits of headroom for the sum of N quotients:
-  // a refinement window carries `step` bits of each value.
+  // a refinement window carries `step` bits of each value, and its field sum stays
+  // below 2^(kFieldTop + 1) <= 2^55.
   const int count_bits = std::bit_width(static_cast<std::uint32_t>(replicas));
   const int headroom = std::bit_width(static_cast<std::uint32_t>(replicas - 1));
-  const int step = 62 - headroom - count_bits;
+  const int step = kFieldTop - headroom - count_bits;
   CompactExactStats stats;
   stats.values = count;
 
@@ -382,12 +397,12 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       for (std::int64_t i = begin; i < end; ++i) whole.push_back(i);
     } else {
       // Each replica's |V| < 2^bound, so its quotient is at most 2^(bound - L) in
-      // magnitude, or 1; the N quotients sum to at most s 2^(kScaleBias - L) + N,
-      // with s the exact sum of the scales, below 2^(ilogb(s) + 2) (the float sum
-      // is within N ulps of it). So |Q| 2^b < 2^62 + N 2^b: no overflow. The sum of
-      // the scales, rather than the largest one times N, saves log2(N) bits where
-      // the replicas are alike.
-      block_window = std::max(0, std::ilogb(s) + 2 + kScaleBias + count_bits - 62);
+      // magnitude, or 1; the N quotients sum to at most s' 2^(kScaleBias - L) + N,
+      // with s' the exact sum of the scales, below 2^top. So |Q| 2^b < 2^54 + N 2^b,
+      // and |Q 2^b + K| < 2^55: the field sum fits its 56 bits. The sum of the
+      // scales, rather than the largest one times N, saves log2(N) bits where the
+      // replicas are unalike.
+      block_window = std::max(0, ScaleSumTop(s, replicas) + kScaleBias + count_bits - kFieldTop);
     }
   }
   stats.full_values = static_cast<std::int64_t>(whole.size());
@@ -399,16 +414,20 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       if (block_lsb[static_cast<std::size_t>(i / kCompactBlock)] != kWholeLsb) windowed.push_back(i);
   const std::int64_t windowed_count = count - stats.full_values;
 
-  // Round 2 and the refinements: one word per windowed value, then the whole values.
+  // Round 2 and the refinements: one 56-bit field per windowed value, eight to an
+  // Int448; in round 2 the whole values' words follow in a collective of their own.
   std::vector<Pending> pending;
-  std::vector<std::vector<std::int64_t>>& buffers = workspace->words;
+  std::vector<std::vector<Int448>>& buffers = workspace->groups;
+  std::vector<std::vector<std::int64_t>>& whole_words = workspace->words;
   buffers.resize(local);
+  whole_words.resize(local);
   for (bool first = true; first || !pending.empty(); first = false) {
     const std::int64_t sent = first ? windowed_count : static_cast<std::int64_t>(pending.size());
-    const std::int64_t size = sent + (first ? stats.full_values * kExactWords : 0);
-    if (size == 0) break;
+    const std::int64_t groups = (sent + Int448::kFields - 1) / Int448::kFields;
+    const std::int64_t whole_size = first ? stats.full_values * kExactWords : 0;
+    if (sent + whole_size == 0) break;
     stats.sent.push_back(sent);
-    stats.words += replicas > 1 ? size : 0;
+    stats.words += replicas > 1 ? groups * Int448::kLimbs + whole_size : 0;
     auto value_index = [&](std::int64_t k) {
       if (!first) return pending[static_cast<std::size_t>(k)].index;
       return windowed.empty() ? k : windowed[static_cast<std::size_t>(k)];
@@ -420,15 +439,26 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     };
     tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local), [&](std::int64_t r64) {
       const auto r = static_cast<std::size_t>(r64);
-      std::vector<std::int64_t>& buffer = buffers[r];
-      buffer.resize(static_cast<std::size_t>(size));  // every word is written below
+      std::vector<Int448>& buffer = buffers[r];
+      buffer.resize(static_cast<std::size_t>(groups));  // every group is written below
       tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
+        // The chunk's fields, then packed (kGrain is a multiple of eight; the last
+        // group's missing fields are zero).
+        std::array<std::int64_t, kGrain> fields;
+        const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
+        const std::int64_t chunk_groups = (chunk_end - chunk_begin + Int448::kFields - 1) / Int448::kFields;
+        std::fill(fields.begin() + (chunk_end - chunk_begin), fields.begin() + chunk_groups * Int448::kFields, 0);
+        auto pack = [&] {
+          for (std::int64_t g = 0; g < chunk_groups; ++g)
+            PackFields(fields.data() + g * Int448::kFields,
+                       buffer[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)]);
+        };
         if (first && windowed.empty()) {
-          FirstWindowWords(*inputs[r], block_lsb.data(), count_bits, chunk * kGrain,
-                           std::min(sent, (chunk + 1) * kGrain), buffer.data());
+          FirstWindowWords(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end, fields.data());
+          pack();
           return;
         }
-        for (std::int64_t k = chunk * kGrain; k < std::min(sent, (chunk + 1) * kGrain); ++k) {
+        for (std::int64_t k = chunk_begin; k < chunk_end; ++k) {
           const std::int64_t i = value_index(k);
           const int lsb = window_lsb(k, i);
           std::uint64_t bits = BitsAt(*inputs[r], i, lsb);
@@ -437,29 +467,48 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
             bits &= (std::uint64_t{1} << (top - lsb)) - 1;
           }
           const bool sticky = inputs[r]->lsb[static_cast<std::size_t>(i)] < lsb;
-          buffer[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(bits << count_bits) + sticky;
+          fields[static_cast<std::size_t>(k - chunk_begin)] = static_cast<std::int64_t>(bits << count_bits) + sticky;
         }
+        pack();
       });
-      if (first)
+      if (whole_size > 0) {
+        whole_words[r].resize(static_cast<std::size_t>(whole_size));
         for (std::size_t w = 0; w < whole.size(); ++w)
-          WholeWords(*inputs[r], whole[w], buffer.data() + sent + w * kExactWords);
+          WholeWords(*inputs[r], whole[w], whole_words[r].data() + w * kExactWords);
+      }
     });
-    std::vector<std::span<std::int64_t>> spans(buffers.begin(), buffers.end());
-    DTLAB_RETURN_IF_ERROR(collectives.sum_words(spans));
-    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(spans, "window sums"));
+    if (groups > 0) {
+      std::vector<std::span<Int448>> spans(buffers.begin(), buffers.end());
+      DTLAB_RETURN_IF_ERROR(collectives.sum_groups(spans));
+      DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<Int448>(spans, "window sums"));
+    }
+    std::span<float> out = outputs[0];
+    if (whole_size > 0) {
+      std::vector<std::span<std::int64_t>> spans;
+      for (std::vector<std::int64_t>& w : whole_words)
+        spans.emplace_back(w.data(), static_cast<std::size_t>(whole_size));
+      DTLAB_RETURN_IF_ERROR(collectives.sum_words(spans));
+      DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(spans, "whole values' sums"));
+      for (std::size_t w = 0; w < whole.size(); ++w)
+        out[static_cast<std::size_t>(whole[w])] = ExactToFloat(whole_words[0].data() + w * kExactWords);
+    }
 
     // Decide from the sums, once: every replica read the same ones.
-    const std::vector<std::int64_t>& sum = buffers[0];
-    std::span<float> out = outputs[0];
+    const std::vector<Int448>& sums = buffers[0];
     std::vector<char> undecided(static_cast<std::size_t>(sent), 0);
     const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
     tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
-      const std::int64_t chunk_end = std::min(sent, (chunk + 1) * kGrain);
+      const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
+      std::array<std::int64_t, kGrain> fields;  // the chunk's field sums
+      for (std::int64_t g = 0; g * Int448::kFields < chunk_end - chunk_begin; ++g)
+        UnpackFields(sums[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)],
+                     fields.data() + g * Int448::kFields);
+      auto sum = [&](std::int64_t k) { return fields[static_cast<std::size_t>(k - chunk_begin)]; };
       if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
-        for (std::int64_t i = chunk * kGrain; i < chunk_end; ++i) {
+        for (std::int64_t i = chunk_begin; i < chunk_end; ++i) {
           const auto j = static_cast<std::size_t>(i);
           // q: arithmetic shift, floor.
-          const std::int64_t q = sum[j] >> count_bits, n = sum[j] & count_mask;
+          const std::int64_t q = sum(i) >> count_bits, n = sum(i) & count_mask;
           const int lsb = block_lsb[j / kCompactBlock];
           if (!DecideFast(q, n, lsb, out[j])) undecided[j] = !Decide(q, n, lsb, nullptr, out[j]);
         }
@@ -469,22 +518,20 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
         const auto j = static_cast<std::size_t>(k);
         const std::int64_t i = value_index(k);
         float value;
-        undecided[j] = !Decide(sum[j] >> count_bits, sum[j] & count_mask, window_lsb(k, i),
+        undecided[j] = !Decide(sum(k) >> count_bits, sum(k) & count_mask, window_lsb(k, i),
                                first ? nullptr : &pending[j].known, value);
         if (!undecided[j]) out[static_cast<std::size_t>(i)] = value;
       }
     });
-    if (first)
-      for (std::size_t w = 0; w < whole.size(); ++w)
-        out[static_cast<std::size_t>(whole[w])] =
-            ExactToFloat(sum.data() + static_cast<std::size_t>(sent) + w * kExactWords);
     std::vector<Pending> next;
     for (std::int64_t k = 0; k < sent; ++k) {
       const auto j = static_cast<std::size_t>(k);
       if (!undecided[j]) continue;
       const std::int64_t i = value_index(k);
       Pending p{i, window_lsb(k, i), first ? Words{} : pending[j].known};
-      ExactAddInt128(p.known.data(), sum[j] >> count_bits, p.lsb);
+      std::array<std::int64_t, Int448::kFields> group;
+      UnpackFields(sums[static_cast<std::size_t>(k / Int448::kFields)], group.data());
+      ExactAddInt128(p.known.data(), group[static_cast<std::size_t>(k % Int448::kFields)] >> count_bits, p.lsb);
       next.push_back(p);
     }
     pending = std::move(next);

@@ -1,20 +1,21 @@
 // The compact exact all-reduce: every replica gets the correctly rounded float sum of
 // the replicas' exact accumulators (core/exact_sum.h), the same bits as all-reducing
-// their kExactWords words and rounding once, while the wire carries about one int64
-// word per value instead of kExactWords (docs/exact.md, "The compact all-reduce").
+// their kExactWords words and rounding once, while the wire carries about 7 bytes per
+// value instead of kExactWords int64 words (docs/exact.md, "The compact all-reduce").
 //
 // Rounds, each a real SUM collective over the replicas' buffers:
 //  1. Block scales: per block of kCompactBlock values, each replica sends one float,
 //     2^(its largest value's bound - 320) (0 for an all-zero block, +inf for one with
 //     a non-finite term or a value too large for a float scale). Every replica reads
 //     the same sum, an upper bound on every replica's values in the block.
-//  2. Windows: from the bound, each block gets a window lsb L chosen so that N words
-//     cannot overflow; each replica sends w = floor(V / 2^L) * 2^b + (V mod 2^L != 0),
-//     b = bit_width(N). The sum gives Q and K (how many replicas had bits below L):
+//  2. Windows: from the bound, each block gets a window lsb L chosen so that the sum
+//     of N fields fits a signed 56-bit field; each replica sends w = floor(V / 2^L) *
+//     2^b + (V mod 2^L != 0), b = bit_width(N), eight fields packed in an Int448
+//     (sim/comm/int448.h), whose sums carry between limbs. The sum gives Q and K (how many replicas had bits below L):
 //     the exact sum S lies in [Q 2^L + K, (Q + K) 2^L - K], and K = 0 means
 //     S = Q 2^L. Where both ends round to the same float, that is the result (round
 //     to nearest is monotone). Blocks with a non-finite or huge value send their whole
-//     accumulators in the same collective.
+//     accumulators, in an int64 SUM collective that runs only where there are some.
 //  3. Refinement: the values left undecided send their next bits, [L', L), the same
 //     way, until every value is decided (L = 0 leaves nothing below).
 // Which values are decided depends only on the sums every replica reads, so every
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "sim/comm/int448.h"
 
 namespace dtlab {
 
@@ -50,13 +52,22 @@ inline constexpr std::int64_t kCompactBlock = 32;
 struct ExactSumCollectives {
   std::function<Status(std::span<const std::span<float>>)> sum_floats;
   std::function<Status(std::span<const std::span<std::int64_t>>)> sum_words;
+  std::function<Status(std::span<const std::span<Int448>>)> sum_groups;
 };
+
+/// The three from one generic callable: sum(std::span<const std::span<T>>) -> Status.
+template <typename Sum>
+ExactSumCollectives SumCollectivesOf(Sum sum) {
+  return {[sum](std::span<const std::span<float>> b) { return sum(b); },
+          [sum](std::span<const std::span<std::int64_t>> b) { return sum(b); },
+          [sum](std::span<const std::span<Int448>> b) { return sum(b); }};
+}
 
 /// What the compact all-reduce sent, per replica.
 struct CompactExactStats {
   std::int64_t values = 0;
   std::int64_t scale_floats = 0;   // round 1
-  std::int64_t words = 0;          // int64 words over every later round
+  std::int64_t words = 0;          // int64 words (7 per Int448) over every later round
   std::int64_t full_values = 0;    // values sent as whole accumulators
   std::int64_t zero_values = 0;    // values in blocks that were zero on every replica (sent as zero words)
   std::vector<std::int64_t> sent;  // per window round: the values it carried
@@ -97,8 +108,9 @@ struct CompactGradient {
 /// half the time of a call.
 struct CompactExactWorkspace {
   std::vector<std::vector<float>> scales;
-  std::vector<std::vector<std::int64_t>> words;
-  std::vector<CompactGradient> encoded;  // the replicas' words, encoded (the overload that takes words)
+  std::vector<std::vector<Int448>> groups;       // the window rounds' packed fields
+  std::vector<std::vector<std::int64_t>> words;  // round 2's whole values
+  std::vector<CompactGradient> encoded;          // the replicas' words, encoded (the overload that takes words)
 };
 
 /// outputs[r][i] = the sum over all `replicas` replicas of value i of inputs[r],

@@ -13,7 +13,8 @@ namespace dtlab {
 namespace {
 
 // Flips one bit that changes the value: the top mantissa bit of a float, bit 31
-// of each of the first accumulator words of an integer payload.
+// of each of the first accumulator words of an integer payload, bit 31 of the first
+// limb of a packed one.
 template <typename T>
 void FlipBit(T* data, std::int64_t count) {
   if (count <= 0) return;
@@ -23,6 +24,8 @@ void FlipBit(T* data, std::int64_t count) {
     std::memcpy(&bits, data, sizeof bits);
     bits ^= Bits{1} << (sizeof(T) == 4 ? 22 : 51);
     std::memcpy(data, &bits, sizeof bits);
+  } else if constexpr (std::is_same_v<T, Int448>) {
+    data[0].limb[0] ^= std::uint64_t{1} << 31;
   } else {
     for (std::int64_t i = 0; i < std::min<std::int64_t>(count, kExactWords); ++i) data[i] ^= T{1} << 31;
   }
@@ -47,6 +50,7 @@ std::string Checksums(const T* payload, std::int64_t count) {
 std::string CorruptedChecksums(const float* payload, std::int64_t count) { return Checksums(payload, count); }
 std::string CorruptedChecksums(const double* payload, std::int64_t count) { return Checksums(payload, count); }
 std::string CorruptedChecksums(const std::int64_t* payload, std::int64_t count) { return Checksums(payload, count); }
+std::string CorruptedChecksums(const Int448* payload, std::int64_t count) { return Checksums(payload, count); }
 
 void HeldPhase::BeginTransfer(std::int32_t combiner, std::int64_t count, bool divide) {
   transfers_.push_back({combiner, count, divide, places_.size(), 0});

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "sim/comm/faults.h"
+#include "sim/comm/int448.h"
 #include "sim/comm/transport.h"
 
 namespace dtlab {
@@ -80,6 +81,7 @@ class HeldPhase {
 std::string CorruptedChecksums(const float* payload, std::int64_t count);
 std::string CorruptedChecksums(const double* payload, std::int64_t count);
 std::string CorruptedChecksums(const std::int64_t* payload, std::int64_t count);
+std::string CorruptedChecksums(const Int448* payload, std::int64_t count);
 
 /// Injects the message faults of `faults` into the phases it hands on to `base`.
 /// REQUIRES: `base` and `faults` outlive it.

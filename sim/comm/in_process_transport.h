@@ -58,7 +58,7 @@ template <typename T>
 class InProcessTransport final : public Transport<T> {
  public:
   InProcessTransport(const ReplicaBuffers<T>& buffers, MessageLog* log)
-      : buffers_(buffers), divisor_(static_cast<T>(buffers.num_replicas())), log_(log) {}
+      : buffers_(buffers), divisor_(MeanDivisor<T>(buffers.num_replicas())), log_(log) {}
 
   std::int32_t num_replicas() const override { return buffers_.num_replicas(); }
 

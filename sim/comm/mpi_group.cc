@@ -369,7 +369,7 @@ class MpiTransport final : public Transport<T> {
                std::int64_t last, bool divide) const {
     const std::int64_t count = last - first;
     constexpr std::int64_t kBlock = std::max<std::int64_t>(64 * 1024 / static_cast<std::int64_t>(sizeof(T)), 1);
-    const T divisor = static_cast<T>(replicas_);
+    const T divisor = MeanDivisor<T>(replicas_);
     auto block = [&](std::int64_t begin, std::int64_t end) {
       CombineRange<T>(
           sources.size(), [&](std::size_t s) { return sources[s]; }, destinations.size(),
@@ -414,6 +414,7 @@ class MpiTransport final : public Transport<T> {
 struct MpiWorkerGroup::Staging {
   std::vector<std::vector<float>> floats, float_results;
   std::vector<std::vector<std::int64_t>> words, word_results;
+  std::vector<std::vector<Int448>> groups, group_results;
 };
 
 MpiWorkerGroup::MpiWorkerGroup() : staging_(std::make_unique<Staging>()) {}
@@ -552,6 +553,8 @@ Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::in
   auto& staging = [&]() -> auto& {
     if constexpr (std::is_same_v<T, float>)
       return staging_->floats;
+    else if constexpr (std::is_same_v<T, Int448>)
+      return staging_->groups;
     else
       return staging_->words;
   }
@@ -559,6 +562,8 @@ Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::in
   auto& results = [&]() -> auto& {
     if constexpr (std::is_same_v<T, float>)
       return staging_->float_results;
+    else if constexpr (std::is_same_v<T, Int448>)
+      return staging_->group_results;
     else
       return staging_->word_results;
   }
@@ -578,6 +583,11 @@ Status MpiWorkerGroup::AllReduce(std::span<const std::span<float>> local, std::i
 Status MpiWorkerGroup::AllReduce(std::span<const std::span<std::int64_t>> local, std::int32_t replicas, ReduceOp op,
                                  const CollectiveOptions& options) {
   return RunAllReduce<std::int64_t>(local, replicas, op, options);
+}
+
+Status MpiWorkerGroup::AllReduce(std::span<const std::span<Int448>> local, std::int32_t replicas, ReduceOp op,
+                                 const CollectiveOptions& options) {
+  return RunAllReduce<Int448>(local, replicas, op, options);
 }
 
 }  // namespace dtlab

@@ -41,6 +41,8 @@ class MpiWorkerGroup final : public WorkerGroup {
                    std::span<const std::size_t> bytes_per_rank, std::string_view what, std::int64_t step) override;
   Status AllReduce(std::span<const std::span<float>> local, std::int32_t replicas, ReduceOp op,
                    const CollectiveOptions& options) override;
+  Status AllReduce(std::span<const std::span<Int448>> local, std::int32_t replicas, ReduceOp op,
+                   const CollectiveOptions& options) override;
   Status AllReduce(std::span<const std::span<std::int64_t>> local, std::int32_t replicas, ReduceOp op,
                    const CollectiveOptions& options) override;
   Status Send(std::int32_t to, std::span<const std::byte> bytes, std::string_view what) override;

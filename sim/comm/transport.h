@@ -54,7 +54,7 @@ class ScheduleTransport {
   virtual void Run() = 0;
 };
 
-/// A transport of buffers of T (float, double or std::int64_t): what a backend implements.
+/// A transport of buffers of T (float, double, std::int64_t or Int448): what a backend implements.
 template <typename T>
 class Transport : public ScheduleTransport {
  public:

@@ -45,6 +45,8 @@ class WorkerGroup {
                            const CollectiveOptions& options) = 0;
   virtual Status AllReduce(std::span<const std::span<std::int64_t>> local, std::int32_t replicas, ReduceOp op,
                            const CollectiveOptions& options) = 0;
+  virtual Status AllReduce(std::span<const std::span<Int448>> local, std::int32_t replicas, ReduceOp op,
+                           const CollectiveOptions& options) = 0;
 
   /// Point-to-point, for the asynchronous parameter-server protocol: sends `bytes`
   /// to worker `to`; returns once it is on its way (Runtime after the timeout).

@@ -838,8 +838,7 @@ Status Cluster::ReduceCompactly(std::int64_t step) {
       AllReduce<T>(buffers, ReduceOp::kSum, options);
     return CollectiveStatus(name, step);
   };
-  const ExactSumCollectives collectives{[&](std::span<const std::span<float>> b) { return sum(b); },
-                                        [&](std::span<const std::span<std::int64_t>> b) { return sum(b); }};
+  const ExactSumCollectives collectives = SumCollectivesOf(sum);
   if (compacted_) {
     std::vector<const CompactGradient*> encoded;
     for (const Replica& replica : replicas_) encoded.push_back(&replica.compact);

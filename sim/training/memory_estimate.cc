@@ -29,10 +29,10 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   const bool folded = in.fold_above >= 0 && in.replicas > in.fold_above;
   // Exact mode's compact all-reduce (sim/comm/compact_exact.h), where a step sends
   // one: per replica the encoded gradient (CompactGradient: a 16-byte window, a
-  // 2-byte base and a 2-byte lsb per value, a bound per block), a word per value and
-  // a float per block to send.
+  // 2-byte base and a 2-byte lsb per value, a bound per block), a 7-byte field per
+  // value and a float per block to send.
   const bool compact_all_reduce = in.exact && in.compact && !in.central_storage && in.replicas > 1;
-  const double compact_bytes = p * (20.0 + 8.0 + (2.0 + 4.0) / kCompactBlock);
+  const double compact_bytes = p * (20.0 + 7.0 + (2.0 + 4.0) / kCompactBlock);
   e.folded = folded;
   if (folded) {
     // weights and slots per replica; a wave's gradients (fast mode) or words (exact),

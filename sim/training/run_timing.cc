@@ -55,10 +55,11 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
   };
   if (exact && !central && cluster.exact_all_reduce == ExactAllReduce::kCompact) {
     // The compact rounds' first two all-reduces (sim/comm/compact_exact.h): a float
-    // per block, then an int64 per value. The refinement rounds, and whole words for
-    // non-finite blocks, depend on the values: they are priced when a step sends them.
+    // per block, then a 56-byte Int448 per eight values. The refinement rounds, and
+    // whole words for non-finite blocks, depend on the values: they are priced when a
+    // step sends them.
     all_reduce((parameter_values + kCompactBlock - 1) / kCompactBlock, 4);
-    all_reduce(parameter_values, 8);
+    all_reduce((parameter_values + Int448::kFields - 1) / Int448::kFields, sizeof(Int448));
   } else if (central) {
     records.push_back(RecordSchedule("reduce", n, words, word_bytes,
                                      [&](ScheduleTransport& t) { ScheduleReduce(t, words, 0, false); }));

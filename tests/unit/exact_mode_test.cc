@@ -424,10 +424,10 @@ TEST(CompactExactAllReduce, GivesTheWordsBits) {
     if (c.strategy == StrategyKind::kCentralStorage) {
       EXPECT_EQ(bytes[1], bytes[0]) << what;  // the reduce to the host keeps the words
     } else {
-      // Words: 19 int64 per value; compact: 8 bytes and a float per 32 values.
+      // Words: 19 int64 per value; compact: 7 bytes and a float per 32 values.
       const double ratio = static_cast<double>(bytes[0]) / static_cast<double>(bytes[1]);
-      EXPECT_GT(ratio, 152.0 / 8.2) << what;
-      EXPECT_LT(ratio, 152.0 / 8.0) << what;
+      EXPECT_GT(ratio, 152.0 / 7.2) << what;
+      EXPECT_LT(ratio, 152.0 / 7.0) << what;
     }
   }
 }
