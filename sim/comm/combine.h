@@ -53,13 +53,14 @@ inline void CombineRange(std::size_t num_sources, SourceAt source, std::size_t n
     // transfer), the sum starts from it.
     if (num_destinations == 0) return;
     T* const sum = destination(0);
-    std::size_t start = num_sources;
-    for (std::size_t s = 0; s < num_sources && start == num_sources; ++s)
-      if (source(s) == sum) start = s;
+    std::size_t first = 0;  // the addend the sum starts from
+    for (std::size_t s = 0; s < num_sources; ++s)
+      if (source(s) == sum) first = s;
+    const bool copy = source(first) != sum;
     for (std::int64_t k = begin; k < end; ++k) {
-      if (start == num_sources) sum[k] = source(0)[k];
-      for (std::size_t s = start == num_sources ? 1 : 0; s < num_sources; ++s)
-        if (s != start) sum[k] += source(s)[k];
+      if (copy) sum[k] = source(first)[k];
+      for (std::size_t s = 0; s < num_sources; ++s)
+        if (s != first) sum[k] += source(s)[k];
       for (std::size_t d = 1; d < num_destinations; ++d) destination(d)[k] = sum[k];
     }
   } else {

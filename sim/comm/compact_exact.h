@@ -11,10 +11,10 @@
 //  2. Windows: from the bound, each block gets a window lsb L chosen so that the sum
 //     of N fields fits a signed 56-bit field; each replica sends w = floor(V / 2^L) *
 //     2^b + (V mod 2^L != 0), b = bit_width(N), eight fields packed in an Int448
-//     (sim/comm/int448.h), whose sums carry between limbs. The sum gives Q and K (how many replicas had bits below L):
-//     the exact sum S lies in [Q 2^L + K, (Q + K) 2^L - K], and K = 0 means
-//     S = Q 2^L. Where both ends round to the same float, that is the result (round
-//     to nearest is monotone). Blocks with a non-finite or huge value send their whole
+//     (sim/comm/int448.h), whose sums carry between limbs. The sum gives Q and K
+//     (how many replicas had bits below L): the exact sum S lies in [Q 2^L + K,
+//     (Q + K) 2^L - K], and K = 0 means S = Q 2^L. Where both ends round to the same
+//     float, that is the result (round to nearest is monotone). Blocks with a non-finite or huge value send their whole
 //     accumulators, in an int64 SUM collective that runs only where there are some.
 //  3. Refinement: the values left undecided send their next bits, [L', L), the same
 //     way, until every value is decided (L = 0 leaves nothing below).

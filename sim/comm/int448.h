@@ -24,8 +24,8 @@ struct Int448 {
   static constexpr int kLimbs = 7;
   static constexpr int kFields = 8;
   static constexpr int kFieldBits = 56;
-  // unsigned long long, the type _addcarry_u64 writes (std::uint64_t is unsigned long).
-  std::array<unsigned long long, kLimbs> limb;
+  using Limb = unsigned long long;  // the type _addcarry_u64 writes (std::uint64_t is unsigned long)
+  std::array<Limb, kLimbs> limb;
 
   Int448& operator+=(const Int448& x);
   friend Int448 operator+(Int448 a, const Int448& b) { return a += b; }
@@ -34,7 +34,7 @@ struct Int448 {
 
 namespace int448_internal {
 
-using Limb = unsigned long long;  // the type _addcarry_u64 writes (std::uint64_t is unsigned long)
+using Limb = Int448::Limb;
 
 // out = a + b modulo 2^448, limb by limb (out may be a).
 [[gnu::always_inline]] inline void AddLimbs(const Limb* a, const Limb* b, Limb* out) {
