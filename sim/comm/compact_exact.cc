@@ -190,56 +190,72 @@ const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
   return g.deep_words.data() + (it - g.deep_index.begin()) * kExactWords;
 }
 
-// Value i of a CompactGradient that is not kDeep: floor(V / 2^base), exact.
+// Value i of a CompactGradient that is not deep: floor(V / 2^base), exact.
 ExactInt128 Window(const CompactGradient& g, std::int64_t i) {
   const auto j = static_cast<std::size_t>(i);
   return static_cast<ExactInt128>(static_cast<Uint128>(g.window_high[j]) << 64 | g.window_low[j]);
 }
 
+int BaseOf(const CompactGradient& g, std::int64_t i) {
+  return CompactGradient::Base(g.bound[static_cast<std::size_t>(i / kCompactBlock)]);
+}
+
 // Bits [p, p + 64) of value i of g (two's complement).
 std::uint64_t BitsAt(const CompactGradient& g, std::int64_t i, int p) {
-  const int base = g.base[static_cast<std::size_t>(i)];
-  if (base == CompactGradient::kDeep) return Bits64(DeepWords(g, i), p);
+  if (g.IsDeep(i)) return Bits64(DeepWords(g, i), p);
   // V = window 2^base exactly (Encode keeps a window only where no bit lies below
   // base). Both shifts, then a select: the sign of p - base varies from value to
   // value, and a branch on it is mispredicted about half the time.
   const ExactInt128 window = Window(g, i);
-  const int shift = p - base;
+  const int shift = p - BaseOf(g, i);
   const auto right = static_cast<std::uint64_t>(window >> std::clamp(shift, 0, 127));
   const auto left = static_cast<std::uint64_t>(static_cast<Uint128>(window) << std::clamp(-shift, 0, 127));
   return shift >= 0 ? right : left;
 }
 
+// Whether value i of g has a set bit below p: the window's bits below p - base (none
+// lie below base), or the words'.
+bool HasBitsBelow(const CompactGradient& g, std::int64_t i, int p) {
+  if (g.IsDeep(i)) return ShapeOf(DeepWords(g, i)).lsb < p;
+  const int shift = p - BaseOf(g, i);
+  if (shift <= 0) return false;
+  const auto window = static_cast<Uint128>(Window(g, i));
+  return shift >= 128 ? window != 0 : window << (128 - shift) != 0;
+}
+
 // Round 2's fields for values [begin, end) of g, where every block is windowed (no
 // value is sent whole), into out[0, end - begin): bits [L, L + 64) of each value, L
-// its block's window lsb, shifted up by count_bits, plus the sticky bit. BitsAt's
-// work in a loop over plain arrays (the common case; it reads each replica's whole
-// encoding, so it reads the least it can). A block's L is at least the value's bound
-// + count_bits - 52 (its scale sum is at least the value's own scale), so where base
-// = bound - 126, the bits lie in the window's high word alone: L - base >= 64. Only
-// values below 2^126 units (base 0) need the low word too.
+// its block's window lsb, shifted up by count_bits, plus the sticky bit (bits below
+// L). BitsAt's and HasBitsBelow's work in a loop over plain arrays (the common case;
+// it reads each replica's whole encoding, so it reads the least it can). A block's L
+// is at least its bound + count_bits - kFieldTop (its scale sum is at least the
+// replica's own scale), so where base = bound - 126, L - base >= 72: the field's bits
+// lie in the window's high word alone, and the sticky bit is the low word and the
+// high word's bits below L. Only blocks below 2^126 units (base 0), or with a deep
+// value, take the general path.
 void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
                       std::int64_t end, std::int64_t* out) {
-  const std::int16_t* base = g.base.data();
-  const std::int16_t* value_lsb = g.lsb.data();
+  const std::uint64_t* low = g.window_low.data();
   const std::uint64_t* high = g.window_high.data();
-  // A block at a time: one L, and one test whether all its values take the high word.
+  // A block at a time: one L, one base, one test.
   for (std::int64_t first = begin; first < end;) {
-    const std::int64_t last = std::min(end, (first / kCompactBlock + 1) * kCompactBlock);
-    const int lsb = block_lsb[first / kCompactBlock];
-    int top_base = 0;  // kDeep is the largest
-    for (std::int64_t i = first; i < last; ++i) top_base = std::max<int>(top_base, base[i]);
-    if (lsb - top_base >= 64) {
+    const std::int64_t block = first / kCompactBlock;
+    const std::int64_t last = std::min(end, (block + 1) * kCompactBlock);
+    const int lsb = block_lsb[block];
+    const int above = lsb - CompactGradient::Base(g.bound[static_cast<std::size_t>(block)]) - 64;
+    if (above >= 0 && g.deep[static_cast<std::size_t>(block)] == 0) {
       // The arithmetic shift as a logical one between two flips of the sign (what
       // AVX2 has), so that the loop vectorizes.
+      const int shift = std::min(above, 63);
+      const std::uint64_t below = above >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << above) - 1;
       for (std::int64_t i = first; i < last; ++i) {
         const std::uint64_t flip = -(high[i] >> 63);
-        const std::uint64_t bits = ((high[i] ^ flip) >> std::min(lsb - base[i] - 64, 63)) ^ flip;
-        out[i - begin] = static_cast<std::int64_t>(bits << count_bits) + (value_lsb[i] < lsb);
+        const std::uint64_t bits = ((high[i] ^ flip) >> shift) ^ flip;
+        out[i - begin] = static_cast<std::int64_t>(bits << count_bits) + ((low[i] | (high[i] & below)) != 0);
       }
     } else {
       for (std::int64_t i = first; i < last; ++i)
-        out[i - begin] = static_cast<std::int64_t>(BitsAt(g, i, lsb) << count_bits) + (value_lsb[i] < lsb);
+        out[i - begin] = static_cast<std::int64_t>(BitsAt(g, i, lsb) << count_bits) + HasBitsBelow(g, i, lsb);
     }
     first = last;
   }
@@ -248,13 +264,12 @@ void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_
 // The whole words of value i of g: kept, or rebuilt from its window (a replica whose
 // own block is finite, where another replica's is not).
 void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
-  const int base = g.base[static_cast<std::size_t>(i)];
-  if (base == CompactGradient::kDeep) {
+  if (g.IsDeep(i)) {
     std::copy_n(DeepWords(g, i), kExactWords, out);
     return;
   }
   std::fill_n(out, kExactWords, 0);
-  ExactAddInt128(out, Window(g, i), base);
+  ExactAddInt128(out, Window(g, i), BaseOf(g, i));
 }
 
 }  // namespace
@@ -275,12 +290,12 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
   values = static_cast<std::int64_t>(words.size() / kExactWords);
   const std::int64_t blocks = (values + kCompactBlock - 1) / kCompactBlock;
   bound.assign(static_cast<std::size_t>(blocks), 0);
+  deep.assign(static_cast<std::size_t>(blocks), 0);
   window_low.resize(static_cast<std::size_t>(values));
   window_high.resize(static_cast<std::size_t>(values));
-  lsb.resize(static_cast<std::size_t>(values));
-  base.resize(static_cast<std::size_t>(values));
   tbb::parallel_for(std::int64_t{0}, blocks, [&](std::int64_t block) {
     const std::int64_t begin = block * kCompactBlock, end = std::min(values, begin + kCompactBlock);
+    std::array<std::int16_t, kCompactBlock> lsb;
     int top = 0;
     bool whole = false;
     for (std::int64_t i = begin; i < end; ++i) {
@@ -289,37 +304,38 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
       whole |= w[kExactDigitWords] != 0;
       const Shape shape = ShapeOf(w);
       top = std::max(top, shape.bound);
-      lsb[static_cast<std::size_t>(i)] = shape.lsb;
-      base[static_cast<std::size_t>(i)] = static_cast<std::int16_t>(std::max(0, shape.bound - 126));
+      lsb[static_cast<std::size_t>(i - begin)] = shape.lsb;
     }
     whole |= top > kMaxScaleBound;
-    const auto b = static_cast<std::int16_t>(whole ? kWholeBlock : top);
-    bound[static_cast<std::size_t>(block)] = b;
+    bound[static_cast<std::size_t>(block)] = static_cast<std::int16_t>(whole ? kWholeBlock : top);
+    const int base = Base(top);
+    std::uint32_t mask = 0;
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t* w = words.data() + i * kExactWords;
       const auto j = static_cast<std::size_t>(i);
-      if (whole || lsb[j] < base[j]) {
-        base[j] = kDeep;
+      if (whole || lsb[static_cast<std::size_t>(i - begin)] < base) {
+        mask |= std::uint32_t{1} << (i - begin);
         window_low[j] = window_high[j] = 0;
       } else {
-        window_low[j] = Bits64(w, base[j]);
-        window_high[j] = Bits64(w, base[j] + 64);
+        window_low[j] = Bits64(w, base);
+        window_high[j] = Bits64(w, base + 64);
       }
     }
+    deep[static_cast<std::size_t>(block)] = mask;
   });
   deep_index.clear();
   deep_words.clear();
-  for (std::int64_t i = 0; i < values; ++i)
-    if (base[static_cast<std::size_t>(i)] == kDeep) {
+  for (std::int64_t block = 0; block < blocks; ++block)
+    for (std::uint32_t mask = deep[static_cast<std::size_t>(block)]; mask != 0; mask &= mask - 1) {
+      const std::int64_t i = block * kCompactBlock + std::countr_zero(mask);
       deep_index.push_back(i);
       deep_words.insert(deep_words.end(), words.begin() + i * kExactWords, words.begin() + (i + 1) * kExactWords);
     }
 }
 
 std::int64_t CompactGradient::bytes() const {
-  return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) +
+  return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) + deep.size() * sizeof(std::uint32_t) +
                                    (window_low.size() + window_high.size()) * sizeof(std::uint64_t) +
-                                   (lsb.size() + base.size()) * sizeof(std::int16_t) +
                                    deep_index.size() * sizeof(std::int64_t) + deep_words.size() * sizeof(std::int64_t));
 }
 
@@ -466,8 +482,8 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
             const int top = pending[static_cast<std::size_t>(k)].lsb;
             bits &= (std::uint64_t{1} << (top - lsb)) - 1;
           }
-          const bool sticky = inputs[r]->lsb[static_cast<std::size_t>(i)] < lsb;
-          fields[static_cast<std::size_t>(k - chunk_begin)] = static_cast<std::int64_t>(bits << count_bits) + sticky;
+          fields[static_cast<std::size_t>(k - chunk_begin)] =
+              static_cast<std::int64_t>(bits << count_bits) + HasBitsBelow(*inputs[r], i, lsb);
         }
         pack();
       });

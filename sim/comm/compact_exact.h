@@ -75,27 +75,33 @@ struct CompactExactStats {
   double BytesPerValue() const;
 };
 
-/// One replica's exact gradient as the compact all-reduce reads it, in about 20 bytes
+/// One replica's exact gradient as the compact all-reduce reads it, in about 16 bytes
 /// per value instead of kExactWords words (152 bytes). Per block of kCompactBlock
 /// values: `bound`, with |V| < 2^bound units for each of its values (0: all zero;
-/// kWholeBlock: a non-finite term, or a value past the block scales' range). Per
-/// value: bits [base, base + 128) of V in two's complement, where base = max(0,
-/// its own bound - 126), so they hold its sign and every bit from base up; base;
-/// and its lowest set bit. A value with bits below base (a sum whose terms span
-/// more than 126 bits), and every value of a kWholeBlock block, has base kDeep and
-/// keeps its whole words in `deep_words`.
+/// kWholeBlock: a non-finite term, or a value past the block scales' range), and a
+/// mask of its deep values. Per value: bits [base, base + 128) of V in two's
+/// complement, base = Base(the block's bound), so they hold its sign and every bit
+/// from base up. A value with bits below base (its block spans more than 126 bits
+/// from its bound to the value's lowest set bit), and every value of a kWholeBlock
+/// block, is deep: its bit in `deep` is set and it keeps its whole words in
+/// `deep_words`. Whether a value has bits below a window's lsb is read from its
+/// window (or its words), so no per-value lsb is kept.
 struct CompactGradient {
   static constexpr std::int16_t kWholeBlock = -1;
-  static constexpr std::int16_t kDeep = INT16_MAX;
+  static_assert(kCompactBlock == 32, "a block's deep values are a 32-bit mask");
   std::int64_t values = 0;
   std::vector<std::int16_t> bound;         // per block
-  std::vector<std::uint64_t> window_low;   // per value: bits [base, base + 64)
-  std::vector<std::uint64_t> window_high;  // per value: bits [base + 64, base + 128)
-  std::vector<std::int16_t> base;          // per value
-  std::vector<std::int16_t> lsb;           // per value; INT16_MAX for zero
+  std::vector<std::uint32_t> deep;         // per block: bit k set where value k of the block is deep
+  std::vector<std::uint64_t> window_low;   // per value: bits [base, base + 64); 0 where deep
+  std::vector<std::uint64_t> window_high;  // per value: bits [base + 64, base + 128); 0 where deep
   std::vector<std::int64_t> deep_index;    // ascending
   std::vector<std::int64_t> deep_words;    // kExactWords per deep value
 
+  /// The lsb of a block's windows: the block's bound less 126, or 0.
+  static int Base(int block_bound) { return block_bound > 126 ? block_bound - 126 : 0; }
+  bool IsDeep(std::int64_t i) const {
+    return (deep[static_cast<std::size_t>(i / kCompactBlock)] >> (i % kCompactBlock) & 1) != 0;
+  }
   /// Replaces the contents with the encoding of `words` (values * kExactWords words,
   /// normalized here in place: the same values). Keeps the vectors' capacity.
   void Encode(std::span<std::int64_t> words);

@@ -199,7 +199,7 @@ class Cluster final : public TrainingEngine {
   static bool CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group);
   bool folded() const { return folded_; }
   /// True when exact mode's compact all-reduce reads the replicas' gradients encoded
-  /// (CompactGradient, about 20 bytes per value) instead of their accumulator words:
+  /// (CompactGradient, about 16 bytes per value) instead of their accumulator words:
   /// from 2 up to config.fold_above replicas where the fold could run. The replicas then
   /// compute in waves, as folded ones do, and each keeps only its encoding.
   static bool CompactsGradients(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {

@@ -28,11 +28,11 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   const double words = in.exact ? p * kExactWords * sizeof(std::int64_t) : 0.0;
   const bool folded = in.fold_above >= 0 && in.replicas > in.fold_above;
   // Exact mode's compact all-reduce (sim/comm/compact_exact.h), where a step sends
-  // one: per replica the encoded gradient (CompactGradient: a 16-byte window, a
-  // 2-byte base and a 2-byte lsb per value, a bound per block), a 7-byte field per
-  // value and a float per block to send.
+  // one: per replica the encoded gradient (CompactGradient: a 16-byte window per
+  // value, a 2-byte bound and a 4-byte deep mask per block), a 7-byte field per value
+  // and a float per block to send.
   const bool compact_all_reduce = in.exact && in.compact && !in.central_storage && in.replicas > 1;
-  const double compact_bytes = p * (20.0 + 7.0 + (2.0 + 4.0) / kCompactBlock);
+  const double compact_bytes = p * (16.0 + 7.0 + (2.0 + 4.0 + 4.0) / kCompactBlock);
   e.folded = folded;
   if (folded) {
     // weights and slots per replica; a wave's gradients (fast mode) or words (exact),

@@ -137,14 +137,14 @@ TEST(CompactExact, ValuesOfOneScaleSendAboutSevenBytesEach) {
   }
 }
 
-TEST(CompactExact, GradientsEncodeInTwentyBytesPerValue) {
-  // Gradient-like sums of 64 products: a 128-bit window, a 2-byte base and a 2-byte
-  // lsb per value, a bound per block; no value's terms span more than 126 bits, so
-  // none keeps words.
+TEST(CompactExact, GradientsEncodeInSixteenBytesPerValue) {
+  // Gradient-like sums of 64 products: a 128-bit window per value from its block's
+  // base, a bound and a deep mask per block; no value's bits lie more than 126 bits
+  // below its block's bound, so none keeps words.
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int> scale(-20, 0);
-  const std::int64_t count = 1000;
+  const std::int64_t count = 1000, blocks = (count + kCompactBlock - 1) / kCompactBlock;
   std::vector<std::int64_t> words(static_cast<std::size_t>(count * kExactWords), 0);
   for (std::int64_t i = 0; i < count; ++i)
     for (int k = 0; k < 64; ++k)
@@ -153,14 +153,27 @@ TEST(CompactExact, GradientsEncodeInTwentyBytesPerValue) {
   g.Encode(words);
   EXPECT_EQ(g.values, count);
   EXPECT_TRUE(g.deep_index.empty());
-  EXPECT_LE(g.bytes(), count * 20 + 2 * ((count + kCompactBlock - 1) / kCompactBlock));
-  // One term 2^-298 beside 2^60 in the same value: 358 bits apart, so it keeps its
-  // words; its neighbours in the block keep their own windows.
-  ExactAddDouble(words.data() + 7 * kExactWords, std::ldexp(1.0, 60));
+  EXPECT_EQ(g.bytes(), count * 16 + (2 + 4) * blocks);
+  for (std::int64_t i = 0; i < count; ++i) EXPECT_FALSE(g.IsDeep(i));
+  // One term 2^-298 (one unit) added to value 7: its bits now reach 2^0, more than
+  // 126 bits below its block's bound, so it keeps its words; its neighbours keep
+  // their windows (the block's bound is unchanged).
   ExactAddDouble(words.data() + 7 * kExactWords, std::ldexp(1.0, -298));
   g.Encode(words);
   EXPECT_EQ(g.deep_index, std::vector<std::int64_t>{7});
+  EXPECT_EQ(g.deep[0], 1u << 7);
   EXPECT_EQ(g.deep_words.size(), static_cast<std::size_t>(kExactWords));
+  // 2^140 added to value 40 raises block 1's bound to about 2^140, and with it its
+  // windows' base, above every bit of the block's other values (all below 2^8): the
+  // whole block keeps its words, and no other block changes.
+  ExactAddDouble(words.data() + 40 * kExactWords, std::ldexp(1.0, 140));
+  g.Encode(words);
+  EXPECT_EQ(g.deep[1], ~0u);
+  std::vector<std::int64_t> deep = {7};
+  for (std::int64_t i = 32; i < 64; ++i) deep.push_back(i);
+  EXPECT_EQ(g.deep_index, deep);
+  EXPECT_EQ(g.deep_words.size(), deep.size() * kExactWords);
+  for (std::int64_t block = 2; block < blocks; ++block) EXPECT_EQ(g.deep[static_cast<std::size_t>(block)], 0u);
 }
 
 TEST(CompactExact, DecidesTiesCancellationAndTheEdgesOfTheRange) {

@@ -138,8 +138,8 @@ TEST(MemoryEstimate, TheFoldedReductionHoldsOneWaveOfGradients) {
 }
 
 // Exact mode's compact all-reduce: where the fold could run, each replica holds its
-// encoded gradient (20 bytes per value), a 7-byte field per value and a float per 32
-// values to send, and the float state, with one wave's words in the slots; elsewhere
+// encoded gradient (16 bytes per value, a bound and a mask per 32 values), a 7-byte
+// field per value and a float per 32 values to send, and the float state, with one wave's words in the slots; elsewhere
 // it keeps its words and adds the encoding. One replica sends nothing and keeps the
 // words alone.
 TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
@@ -148,7 +148,7 @@ TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
   input.compact = true;
   input.fold_above = 256;
   input.fold_wave = 16;
-  const double words = 1000.0 * kExactWords * 8, compact = 1000.0 * (20 + 7 + 6.0 / 32);
+  const double words = 1000.0 * kExactWords * 8, compact = 1000.0 * (16 + 7 + 10.0 / 32);
   const MemoryEstimate waves = EstimateRunMemory(input);
   EXPECT_DOUBLE_EQ(waves.per_replica_bytes, 1000.0 * 4 * 5 + compact);  // weights, 2 slots, the reduced gradient twice
   EXPECT_DOUBLE_EQ(waves.replicas_bytes, 64 * waves.per_replica_bytes + 16 * words);
