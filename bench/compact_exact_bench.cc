@@ -167,6 +167,17 @@ void BM_Compact(benchmark::State& state) {
   SetCounters(state, stats.BytesPerValue(), g.values);
   for (std::size_t k = 0; k < stats.sent.size(); ++k)
     state.counters["round" + std::to_string(k + 2)] = static_cast<double>(stats.sent[k]);
+  if (encoded) {
+    // What a replica holds: bytes per value of its encoding, and the values (over
+    // every replica) that keep their words.
+    double bytes = 0.0, deep = 0.0;
+    for (const CompactGradient& e : gradients) {
+      bytes += static_cast<double>(e.bytes());
+      deep += static_cast<double>(e.deep_index.size());
+    }
+    state.counters["encoded_bytes"] = bytes / static_cast<double>(gradients.size()) / static_cast<double>(g.values);
+    state.counters["deep"] = deep;
+  }
   // The point of it all: the bits of the full all-reduce (integer sums: any order).
   std::vector<std::int64_t> full = g.words[0];
   for (std::size_t r = 1; r < g.words.size(); ++r)
