@@ -126,9 +126,11 @@ float RoundWords(const Words& known, std::int64_t add_high, int lsb, std::int64_
                                                       static_cast<std::uint32_t>(keep - (std::uint64_t{1} << 23));
   const bool zero = width == 0 && !fraction;
   out = std::bit_cast<float>(zero ? 0u : bits | (static_cast<std::uint32_t>(sign) & 0x80000000u));
-  return zero ||
-         (((m1 ^ m2) >= 0) & (static_cast<int>(std::bit_width(magnitude2)) == width) & (!fraction | (width >= 25)) &
-          (top_exponent >= -126) & (keep == keep2) & ((n >> std::min(lsb, 62)) == 0));
+  // Bitwise on ints, not bools: no branch per test.
+  const int agree = static_cast<int>((m1 ^ m2) >= 0) & (static_cast<int>(std::bit_width(magnitude2)) == width) &
+                    static_cast<int>(!fraction | (width >= 25)) & (top_exponent >= -126) & (keep == keep2) &
+                    ((n >> std::min(lsb, 62)) == 0);
+  return zero || agree != 0;
 }
 
 // Decides value from a window's sum: S = known + s with s in [q 2^lsb + n,
@@ -171,17 +173,6 @@ Status SameOnEveryReplica(std::span<const std::span<T>> buffers, const char* wha
 // 2^e as a float, for e in [-149, 127]: from its bits (subnormal below -126).
 float PowerOfTwo(int e) {
   return std::bit_cast<float>(e >= -126 ? static_cast<std::uint32_t>(e + 127) << 23 : std::uint32_t{1} << (e + 149));
-}
-
-// For s, a float sum (in any order) of `replicas` non-negative floats: a `top` with
-// their exact sum s' < 2^top. The float sum of N such terms is within a factor 1 +
-// (N - 1) u / (1 - 2 (N - 1) u) <= 1 + N 2^-23 of the exact one (u = 2^-24, N <
-// 2^20), so s' < 2^(ilogb(s) + 1) wherever s (1 + N 2^-23) is (the double product's
-// rounding is covered by one more N), and s' < 2^(ilogb(s) + 2) always.
-int ScaleSumTop(float s, std::int32_t replicas) {
-  const int e = std::ilogb(s);
-  const double margin = 1.0 + static_cast<double>(replicas + 1) * 0x1p-23;
-  return e + (static_cast<double>(s) * margin < std::ldexp(1.0, e + 1) ? 1 : 2);
 }
 
 const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
@@ -273,6 +264,17 @@ void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
 }
 
 }  // namespace
+
+// For s, a float sum (in any order) of `replicas` non-negative floats: a `top` with
+// their exact sum s' < 2^top. The float sum of N such terms is within a factor 1 +
+// (N - 1) u / (1 - 2 (N - 1) u) <= 1 + N 2^-23 of the exact one (u = 2^-24, N <
+// 2^20), so s' < 2^(ilogb(s) + 1) wherever s (1 + N 2^-23) is (the double product's
+// rounding is covered by one more N), and s' < 2^(ilogb(s) + 2) always.
+int compact_internal::ScaleSumTop(float s, std::int32_t replicas) {
+  const int e = std::ilogb(s);
+  const double margin = 1.0 + static_cast<double>(replicas + 1) * 0x1p-23;
+  return e + (static_cast<double>(s) * margin < std::ldexp(1.0, e + 1) ? 1 : 2);
+}
 
 StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name) {
   return ParseEnumName(name, kKinds, "exact all-reduce");
@@ -418,7 +420,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       // and |Q 2^b + K| < 2^55: the field sum fits its 56 bits. The sum of the
       // scales, rather than the largest one times N, saves log2(N) bits where the
       // replicas are unalike.
-      block_window = std::max(0, ScaleSumTop(s, replicas) + kScaleBias + count_bits - kFieldTop);
+      block_window = std::max(0, compact_internal::ScaleSumTop(s, replicas) + kScaleBias + count_bits - kFieldTop);
     }
   }
   stats.full_values = static_cast<std::int64_t>(whole.size());

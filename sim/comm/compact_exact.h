@@ -63,6 +63,13 @@ ExactSumCollectives SumCollectivesOf(Sum sum) {
           [sum](std::span<const std::span<Int448>> b) { return sum(b); }};
 }
 
+namespace compact_internal {
+/// For s, a float sum (in any order) of `replicas` non-negative floats (the block
+/// scales), finite: a `top` with their exact sum below 2^top, the bound a window is
+/// sized from. ilogb(s) + 1 where the float sum's error bound allows it, else + 2.
+int ScaleSumTop(float s, std::int32_t replicas);
+}  // namespace compact_internal
+
 /// What the compact all-reduce sent, per replica.
 struct CompactExactStats {
   std::int64_t values = 0;

@@ -6,11 +6,15 @@
 #include "sim/comm/compact_exact.h"
 
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <random>
 #include <span>
@@ -274,6 +278,85 @@ TEST(CompactExact, RandomValuesOfEveryMagnitude) {
     const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
     ExpectSameBits(outcome, std::to_string(n) + " replicas");
   }
+}
+
+TEST(CompactExact, BlocksOfOneScalePerReplica) {
+  // Per block and replica, values of one binade, which differs widely from replica to
+  // replica: no value is deep, and a replica's window lies anywhere from within its
+  // bits to far above them (then its field is its sign and its sticky bit says
+  // whether it is zero), round 2's fast path throughout.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> exponent(-140, 120), pick(0, 9);
+  std::uniform_real_distribution<float> significand(1.0f, 2.0f);
+  const std::size_t blocks = 64, count = blocks * kCompactBlock;
+  for (const std::size_t n : {2, 3, 8}) {
+    Terms terms(n, std::vector<std::vector<double>>(count));
+    for (std::size_t block = 0; block < blocks; ++block)
+      for (std::size_t r = 0; r < n; ++r) {
+        const int e = exponent(rng);
+        for (std::size_t i = block * kCompactBlock; i < (block + 1) * kCompactBlock; ++i)
+          if (pick(rng) != 0) terms[r][i].push_back((pick(rng) < 5 ? -1.0 : 1.0) * std::ldexp(significand(rng), e));
+      }
+    const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
+    ExpectSameBits(outcome, std::to_string(n) + " replicas");
+  }
+}
+
+// ScaleSumTop's bound on the exact sum of the block scales, whatever order the float
+// sum took. The edge: a float sum just under a power of two that lost its smallest
+// terms, whose exact sum reaches the power: ilogb(s) + 1 would be too small there.
+TEST(CompactExact, ScaleSumTopAtAPowerOfTwo) {
+  using compact_internal::ScaleSumTop;
+  // 1 + 1/2 + ... + 2^-23 = 2 - 2^-23, then four 2^-25 that a float sum loses: the
+  // exact sum is 2.
+  float s = 0.0f;
+  for (int k = 0; k <= 23; ++k) s += std::ldexp(1.0f, -k);
+  for (int k = 0; k < 4; ++k) s += std::ldexp(1.0f, -25);
+  EXPECT_EQ(s, 2.0f - std::ldexp(1.0f, -23));
+  EXPECT_EQ(ScaleSumTop(s, 28), 2);
+  EXPECT_EQ(ScaleSumTop(1.5f, 28), 1);  // far from the power: one bit tighter
+  EXPECT_EQ(ScaleSumTop(1.0f, 1), 1);
+  EXPECT_EQ(ScaleSumTop(std::ldexp(1.0f, -149), 2), -148);  // the smallest subnormal
+}
+
+RC_GTEST_PROP(CompactExact, ScaleSumTopBoundsTheExactSum, ()) {
+  // Scales 2^(e - k), k in [0, 40] (or zero); half the time a binade's expansion,
+  // k = 0..23, with dust below the float sum's last bit (k >= 25). Summed in float
+  // largest first (the dust lost), in a random order, or as a random tree; the exact
+  // sum in units of 2^(e - 40).
+  const int n = *rc::gen::inRange(1, 301);
+  const int e = *rc::gen::inRange(-149 + 40, 100);
+  const bool expansion = *rc::gen::arbitrary<bool>();
+  std::vector<int> below(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    below[static_cast<std::size_t>(r)] = expansion && r < 24 ? r : *rc::gen::inRange(expansion ? 25 : -1, 41);
+  std::vector<float> scales;
+  std::uint64_t exact = 0;
+  for (const int k : below) {
+    scales.push_back(k < 0 ? 0.0f : std::ldexp(1.0f, e - k));
+    exact += k < 0 ? 0 : std::uint64_t{1} << (40 - k);
+  }
+  RC_PRE(exact != 0);
+  std::mt19937 rng(*rc::gen::arbitrary<std::uint32_t>());
+  const int order = *rc::gen::inRange(0, 3);
+  if (order == 0) std::sort(scales.begin(), scales.end(), std::greater<>());
+  if (order == 1) std::shuffle(scales.begin(), scales.end(), rng);
+  if (order == 2) {
+    while (scales.size() > 1) {  // a random tree: two at random, their sum back
+      std::uniform_int_distribution<std::size_t> pick(0, scales.size() - 1);
+      std::swap(scales[pick(rng)], scales.back());
+      const float x = scales.back();
+      scales.pop_back();
+      scales[pick(rng) % scales.size()] += x;
+    }
+  } else {
+    for (std::size_t r = 1; r < scales.size(); ++r) scales[0] += scales[r];
+  }
+  const int top = compact_internal::ScaleSumTop(scales[0], n);
+  const int shift = top - (e - 40);  // exact < 2^shift in units
+  RC_ASSERT(shift > 0);
+  RC_ASSERT(shift >= 64 || exact < std::uint64_t{1} << shift);
+  RC_ASSERT(top <= std::ilogb(scales[0]) + 2);
 }
 
 }  // namespace
