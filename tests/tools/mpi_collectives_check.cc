@@ -1,18 +1,21 @@
 // Run under mpirun by tests/cli/mpi_collectives.sh: MpiWorkerGroup::AllReduce
 // (sim/comm/mpi_group.h) gives, on every rank, the same bits as the in-process
 // AllReduce of sim/comm/collectives.h over the same W x R buffers, for every algorithm,
-// SUM and MEAN, float and int64 words, R = 1..3 replicas per rank, and element
-// counts from 0 to past a segment (4 MiB). Every rank builds all W x R inputs
+// SUM and MEAN, float and int64 words, SUM of the compact exact all-reduce's Int448
+// groups (sim/comm/int448.h, carries across limbs), R = 1..3 replicas per rank, and
+// element counts from 0 to past a segment (4 MiB). Every rank builds all W x R inputs
 // (seeded), reduces them in process for the expected result, and reduces its own R
 // over MPI. Prints "ok N cases" on rank 0; exits 1 on a mismatch.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <span>
 #include <vector>
 
 #include "sim/comm/collectives.h"
+#include "sim/comm/int448.h"
 #include "sim/comm/mpi_group.h"
 
 namespace {
@@ -26,6 +29,8 @@ std::vector<std::vector<T>> Inputs(int replicas, std::int64_t count, unsigned se
     for (T& v : input) {
       if constexpr (std::is_floating_point_v<T>)
         v = std::uniform_real_distribution<T>(-1, 1)(random) * static_cast<T>(1 << (random() % 20));
+      else if constexpr (std::is_same_v<T, dtlab::Int448>)  // every limb random: carries everywhere
+        for (auto& limb : v.limb) limb = std::uniform_int_distribution<dtlab::Int448::Limb>()(random);
       else
         v = static_cast<T>(random()) - (T{1} << 31);
     }
@@ -81,7 +86,10 @@ int main(int argc, char** argv) {
         ok &= Check<float>(group, algorithm, per_rank, count, dtlab::ReduceOp::kSum, seed++);
         ok &= Check<float>(group, algorithm, per_rank, count, dtlab::ReduceOp::kMean, seed++);
         ok &= Check<std::int64_t>(group, algorithm, per_rank, count, dtlab::ReduceOp::kSum, seed++);
-        cases += 3;
+        // 56 bytes an element: past the segment at a ninth of the float count.
+        ok &= Check<dtlab::Int448>(group, algorithm, per_rank, count > 1000 ? (1 << 17) + 333 : count,
+                                   dtlab::ReduceOp::kSum, seed++);
+        cases += 4;
       }
   if (ok && group.rank() == 0) std::printf("ok %d cases on %d ranks\n", cases, group.size());
   group.Finish();

@@ -1,0 +1,207 @@
+// Exact mode's all-reduce between real processes, against a float all-reduce of the
+// same gradient (issue 22, item 1). Each rank computes seed-cnn's exact gradient for
+// its own 8 Fashion-MNIST examples (initial weights), tiled to the size asked (value
+// i is value i mod 121,930), and all-reduces it four ways over MPI:
+//   MPI_Allreduce  the rounded gradient, MPI_FLOAT SUM in place (the peer);
+//   float          dtlab's float ring over MPI (MpiWorkerGroup), what fast mode moves;
+//   compact        the compact exact all-reduce (sim/comm/compact_exact.h) from the
+//                  encoded gradient, as a training step's waves leave it;
+//   words          the kExactWords int64 words per value, then rounded once.
+// compact's floats are checked bitwise against words' on every rank. For each size:
+// warm-up, then three rounds of each, alternating, each round a few calls between
+// two barriers (their buffers refilled before the round), the best round reported.
+// One replica per rank: dtlab's hierarchical all-reduce is the ring between ranks.
+// Rank 0 prints one line per size and implementation:
+//
+//   bytes_per_rank ranks implementation seconds_per_call wire_bytes_per_value bitwise
+//
+// (bytes_per_rank: the float gradient's; wire bytes as CompactExactStats counts them,
+// 4 for float, 152 for words; bitwise: compact's check, 1 elsewhere).
+// Run from the repository root (the data set): mpirun -np N
+// build/release/bench/mpi_exact_allreduce [MiB ...] (default 0 4 16; 0: one copy of
+// the gradient, 0.47 MiB); bench/compare_mpi_exact.sh runs it on 2 and 4 ranks.
+#include <mpi.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include <tbb/global_control.h>
+
+#include "core/batch.h"
+#include "core/exact_sum.h"
+#include "core/mnist.h"
+#include "core/model.h"
+#include "sim/comm/compact_exact.h"
+#include "sim/comm/mpi_group.h"
+#include "sim/compute/batch_runner.h"
+
+namespace {
+
+using dtlab::kExactWords;
+constexpr int kRounds = 3;
+constexpr std::int64_t kExamplesPerRank = 8;
+
+void Check(const dtlab::Status& status) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "mpi_exact_allreduce: %s\n", status.ToString().c_str());
+  MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+// This rank's exact gradient words: seed-cnn, examples [8 rank, 8 rank + 8).
+std::vector<std::int64_t> RankGradient(int rank, int ranks) {
+  auto data = dtlab::LoadMnistStyleDataset("fashion-mnist");
+  if (!data.ok()) {
+    std::fprintf(stderr, "mpi_exact_allreduce: %s\n", data.status().message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  auto model = std::move(dtlab::MakeModel<float>("seed-cnn", {28, 28, 1}, 10)).value();
+  const dtlab::ParameterList<float> params = model->InitialParameters(1);
+  std::vector<std::int64_t> indices(static_cast<std::size_t>(kExamplesPerRank));
+  std::iota(indices.begin(), indices.end(), rank * kExamplesPerRank);
+  dtlab::Tensor<float> images;
+  std::vector<std::int32_t> labels;
+  dtlab::GatherBatch(data->train, indices, images, labels);
+  std::int64_t values = 0;
+  for (const auto& p : params) values += p.size();
+  std::vector<std::int64_t> words(static_cast<std::size_t>(values * kExactWords));
+  std::vector<dtlab::ExactSegment> segments = {{&params, 0, kExamplesPerRank, words}};
+  // The global batch's mean: each example's loss weighs 1 / (8 ranks).
+  std::vector<float> coefficients(static_cast<std::size_t>(kExamplesPerRank),
+                                  1.0f / static_cast<float>(kExamplesPerRank * ranks));
+  std::vector<float> losses(coefficients.size());
+  std::vector<std::int32_t> predictions(coefficients.size());
+  dtlab::BatchRunner runner(*model, 16);
+  runner.RunExact(images, labels, coefficients, losses, predictions, segments);
+  dtlab::ExactNormalizeAll(words);
+  return words;
+}
+
+// Seconds per call of `call`, averaged over `iterations` calls between barriers.
+template <typename Call>
+double Time(int iterations, Call call) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  for (int i = 0; i < iterations; ++i) call();
+  MPI_Barrier(MPI_COMM_WORLD);
+  return (MPI_Wtime() - start) / iterations;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto created = dtlab::MpiWorkerGroup::Create(&argc, &argv, 600);
+  if (!created.ok()) {
+    std::fprintf(stderr, "mpi_exact_allreduce: %s\n", created.status().ToString().c_str());
+    return 3;
+  }
+  dtlab::MpiWorkerGroup& group = **created;
+  // Ranks on one machine share its cores: each rank's oneTBB gets cores / local ranks.
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const unsigned local_ranks = local != nullptr ? static_cast<unsigned>(std::max(1, std::atoi(local))) : 1u;
+  tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
+                              std::max(1u, std::thread::hardware_concurrency() / local_ranks));
+  const int rank = group.rank(), ranks = group.size();
+  std::vector<long> sizes_mib;
+  for (int i = 1; i < argc; ++i) sizes_mib.push_back(std::strtol(argv[i], nullptr, 10));
+  if (sizes_mib.empty()) sizes_mib = {0, 4, 16};
+  const std::vector<std::int64_t> gradient = RankGradient(rank, ranks);
+  const auto gradient_values = static_cast<std::int64_t>(gradient.size() / kExactWords);
+
+  dtlab::CollectiveOptions options;
+  options.algorithm = dtlab::AllReduceAlgorithm::kHierarchical;
+  options.replicas_per_worker = 1;
+  const dtlab::ExactSumCollectives collectives =
+      dtlab::SumCollectivesOf([&]<typename T>(std::span<const std::span<T>> buffers) {
+        return group.AllReduce(buffers, ranks, dtlab::ReduceOp::kSum, options);
+      });
+
+  for (const long mib : sizes_mib) {
+    const std::int64_t values = mib == 0 ? gradient_values : (std::int64_t{mib} << 20) / 4;
+    // The words, tiled; their rounding; their encoding.
+    std::vector<std::int64_t> words(static_cast<std::size_t>(values * kExactWords));
+    for (std::int64_t i = 0; i < values; ++i)
+      std::memcpy(words.data() + i * kExactWords, gradient.data() + (i % gradient_values) * kExactWords,
+                  kExactWords * sizeof(std::int64_t));
+    std::vector<float> floats(static_cast<std::size_t>(values));
+    dtlab::ExactToFloats(words, floats);
+    dtlab::CompactGradient encoded;
+    {
+      std::vector<std::int64_t> copy = words;
+      encoded.Encode(copy);
+    }
+    const dtlab::CompactGradient* encoded_pointer = &encoded;
+    std::vector<float> buffer(floats.size()), compact_out(floats.size()), words_out(floats.size());
+    std::vector<std::int64_t> words_buffer(words.size());
+    std::span<float> float_span(buffer), compact_span(compact_out);
+    std::span<std::int64_t> words_span(words_buffer);
+    dtlab::CompactExactWorkspace workspace;  // kept from call to call, as a training step keeps it
+    double compact_bytes = 0.0;
+
+    auto bare = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    auto ring = [&] { Check(group.AllReduce(std::span(&float_span, 1), ranks, dtlab::ReduceOp::kSum, options)); };
+    auto compact = [&] {
+      auto stats = dtlab::CompactExactAllReduce(std::span(&encoded_pointer, 1), std::span(&compact_span, 1), ranks,
+                                                collectives, &workspace);
+      Check(stats.status());
+      compact_bytes = stats->BytesPerValue();
+    };
+    auto all_words = [&] { Check(group.AllReduce(std::span(&words_span, 1), ranks, dtlab::ReduceOp::kSum, options)); };
+    // Refilled before each round: the float sums grow N-fold a call, and the words'
+    // int64 digits would overflow after some 30 / log2(N) calls.
+    auto refill = [&](int which) {
+      if (which < 2) std::copy(floats.begin(), floats.end(), buffer.begin());
+      if (which == 3) std::copy(words.begin(), words.end(), words_buffer.begin());
+    };
+    auto call = [&](int which) {
+      if (which == 0) bare();
+      if (which == 1) ring();
+      if (which == 2) compact();
+      if (which == 3) all_words();
+    };
+    // The check: compact's floats against the words' sum, rounded once.
+    refill(3);
+    all_words();
+    dtlab::ExactNormalizeAll(words_buffer);
+    dtlab::ExactToFloats(words_buffer, words_out);
+    compact();
+    int same = std::memcmp(compact_out.data(), words_out.data(), compact_out.size() * sizeof(float)) == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    // Calls per round: about half a second of each, at least 2, at most 8 for the
+    // words (their digits stay far from overflow) and 40 for the rest (the float
+    // sums from 2^-7 or less stay finite on up to 8 ranks: 8^40 = 2^120).
+    int iterations[4];
+    for (int which = 0; which < 4; ++which) {
+      refill(which);
+      const double once = Time(1, [&] { call(which); });
+      iterations[which] = std::clamp(static_cast<int>(0.5 / std::max(once, 1e-6)), 2, which == 3 ? 8 : 40);
+    }
+    MPI_Bcast(iterations, 4, MPI_INT, 0, MPI_COMM_WORLD);
+    double best[4] = {0, 0, 0, 0};
+    for (int round = 0; round < kRounds; ++round)
+      for (int which = 0; which < 4; ++which) {
+        refill(which);
+        const double seconds = Time(iterations[which], [&] { call(which); });
+        if (round == 0 || seconds < best[which]) best[which] = seconds;
+      }
+    if (rank == 0) {
+      const char* names[4] = {"MPI_Allreduce", "float", "compact", "words"};
+      const double wire[4] = {4.0, 4.0, compact_bytes, 8.0 * kExactWords};
+      for (int which = 0; which < 4; ++which)
+        std::printf("%lld %d %s %.6e %.3f %d\n", static_cast<long long>(values * 4), ranks, names[which], best[which],
+                    wire[which], which == 2 ? same : 1);
+      std::fflush(stdout);
+    }
+  }
+  group.Finish();
+  return 0;
+}
