@@ -19,14 +19,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <span>
-#include <thread>
 #include <vector>
 
-#include <tbb/global_control.h>
-
+#include "bench/mpi_bench.h"
 #include "sim/comm/mpi_group.h"
 
 namespace {
+
+using dtlab::mpi_bench::Time;
 
 constexpr int kRounds = 3;
 
@@ -43,38 +43,15 @@ void Fill(std::vector<float>& buffer, int rank) {
     buffer[i] = std::ldexp(static_cast<float>(1 + (i + static_cast<std::size_t>(rank)) % 8), -100);
 }
 
-// Seconds per call of `call`, averaged over `iterations` calls between barriers.
-template <typename Call>
-double Time(int iterations, Call call) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double start = MPI_Wtime();
-  for (int i = 0; i < iterations; ++i) call();
-  MPI_Barrier(MPI_COMM_WORLD);
-  return (MPI_Wtime() - start) / iterations;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto created = dtlab::MpiWorkerGroup::Create(&argc, &argv, 600);
-  if (!created.ok()) {
-    std::fprintf(stderr, "mpi_dtlab_allreduce: %s\n", created.status().ToString().c_str());
-    return 3;
-  }
-  dtlab::MpiWorkerGroup& group = **created;
-  // Ranks on one machine share its cores: as dtlab train does, each rank's oneTBB
-  // gets cores / local ranks threads (the combine of large transfers).
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const unsigned local_ranks = local != nullptr ? static_cast<unsigned>(std::max(1, std::atoi(local))) : 1u;
-  tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
-                              std::max(1u, std::thread::hardware_concurrency() / local_ranks));
+  dtlab::mpi_bench::Bench bench = dtlab::mpi_bench::Start(&argc, &argv, "mpi_dtlab_allreduce", {1, 16, 64});
+  dtlab::MpiWorkerGroup& group = *bench.group;
   const int rank = group.rank(), ranks = group.size();
-  std::vector<long> sizes_mib;
-  for (int i = 1; i < argc; ++i) sizes_mib.push_back(std::strtol(argv[i], nullptr, 10));
-  if (sizes_mib.empty()) sizes_mib = {1, 16, 64};
   const int calls_before_refill = static_cast<int>(200 / std::log2(static_cast<double>(ranks > 1 ? ranks : 2)));
 
-  for (const long mib : sizes_mib) {
+  for (const long mib : bench.sizes_mib) {
     const long bytes = mib << 20;
     std::vector<float> buffer(static_cast<std::size_t>(bytes) / sizeof(float));
     std::span<float> mine(buffer);

@@ -30,20 +30,20 @@
 #include <cstring>
 #include <numeric>
 #include <span>
-#include <thread>
 #include <vector>
-
-#include <tbb/global_control.h>
 
 #include "core/batch.h"
 #include "core/exact_sum.h"
 #include "core/mnist.h"
 #include "core/model.h"
 #include "sim/comm/compact_exact.h"
+#include "bench/mpi_bench.h"
 #include "sim/comm/mpi_group.h"
 #include "sim/compute/batch_runner.h"
 
 namespace {
+
+using dtlab::mpi_bench::Time;
 
 using dtlab::kExactWords;
 constexpr int kRounds = 3;
@@ -84,34 +84,12 @@ std::vector<std::int64_t> RankGradient(int rank, int ranks) {
   return words;
 }
 
-// Seconds per call of `call`, averaged over `iterations` calls between barriers.
-template <typename Call>
-double Time(int iterations, Call call) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double start = MPI_Wtime();
-  for (int i = 0; i < iterations; ++i) call();
-  MPI_Barrier(MPI_COMM_WORLD);
-  return (MPI_Wtime() - start) / iterations;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto created = dtlab::MpiWorkerGroup::Create(&argc, &argv, 600);
-  if (!created.ok()) {
-    std::fprintf(stderr, "mpi_exact_allreduce: %s\n", created.status().ToString().c_str());
-    return 3;
-  }
-  dtlab::MpiWorkerGroup& group = **created;
-  // Ranks on one machine share its cores: each rank's oneTBB gets cores / local ranks.
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const unsigned local_ranks = local != nullptr ? static_cast<unsigned>(std::max(1, std::atoi(local))) : 1u;
-  tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
-                              std::max(1u, std::thread::hardware_concurrency() / local_ranks));
+  dtlab::mpi_bench::Bench bench = dtlab::mpi_bench::Start(&argc, &argv, "mpi_exact_allreduce", {0, 4, 16});
+  dtlab::MpiWorkerGroup& group = *bench.group;
   const int rank = group.rank(), ranks = group.size();
-  std::vector<long> sizes_mib;
-  for (int i = 1; i < argc; ++i) sizes_mib.push_back(std::strtol(argv[i], nullptr, 10));
-  if (sizes_mib.empty()) sizes_mib = {0, 4, 16};
   const std::vector<std::int64_t> gradient = RankGradient(rank, ranks);
   const auto gradient_values = static_cast<std::int64_t>(gradient.size() / kExactWords);
 
@@ -123,7 +101,7 @@ int main(int argc, char** argv) {
         return group.AllReduce(buffers, ranks, dtlab::ReduceOp::kSum, options);
       });
 
-  for (const long mib : sizes_mib) {
+  for (const long mib : bench.sizes_mib) {
     const std::int64_t values = mib == 0 ? gradient_values : (std::int64_t{mib} << 20) / 4;
     // The words, tiled; their rounding; their encoding.
     std::vector<std::int64_t> words(static_cast<std::size_t>(values * kExactWords));
