@@ -23,7 +23,11 @@ struct Bench {
   std::vector<long> sizes_mib;  // the arguments, or the defaults
 };
 
-/// Joins the MPI job (exits 3 where it cannot). Ranks on one machine share its
+/// The largest size a bench takes: 4 GiB of floats per rank.
+inline constexpr long kMaxMib = 4096;
+
+/// Joins the MPI job (exits 3 where it cannot, 2 on a size that is not
+/// a whole number of MiB in [0, kMaxMib]). Ranks on one machine share its
 /// cores: as dtlab train does, each rank's oneTBB gets cores / local ranks threads.
 inline Bench Start(int* argc, char*** argv, const char* name, std::vector<long> default_sizes_mib) {
   auto created = MpiWorkerGroup::Create(argc, argv, 600);
@@ -37,7 +41,20 @@ inline Bench Start(int* argc, char*** argv, const char* name, std::vector<long> 
   const unsigned local_ranks = local != nullptr ? static_cast<unsigned>(std::max(1, std::atoi(local))) : 1u;
   bench.threads = std::make_unique<tbb::global_control>(
       tbb::global_control::max_allowed_parallelism, std::max(1u, std::thread::hardware_concurrency() / local_ranks));
-  for (int i = 1; i < *argc; ++i) bench.sizes_mib.push_back(std::strtol((*argv)[i], nullptr, 10));
+  for (int i = 1; i < *argc; ++i) {
+    const char* text = (*argv)[i];
+    char* rest = nullptr;
+    const long mib = std::strtol(text, &rest, 10);
+    if (rest == text || *rest != '\0' || mib < 0 || mib > kMaxMib) {
+      if (bench.group->rank() == 0)
+        std::fprintf(stderr, "%s: size '%s' is not a whole number of MiB from 0 to %ld (usage: %s [MiB ...])\n", name,
+                     text, kMaxMib, name);
+      bench.group->Finish();
+      bench.group.reset();  // every rank reads the same arguments: all finalize
+      std::exit(2);
+    }
+    bench.sizes_mib.push_back(mib);
+  }
   if (bench.sizes_mib.empty()) bench.sizes_mib = std::move(default_sizes_mib);
   return bench;
 }

@@ -14,8 +14,9 @@
 //     (sim/comm/int448.h), whose sums carry between limbs. The sum gives Q and K
 //     (how many replicas had bits below L): the exact sum S lies in [Q 2^L + K,
 //     (Q + K) 2^L - K], and K = 0 means S = Q 2^L. Where both ends round to the same
-//     float, that is the result (round to nearest is monotone). Blocks with a non-finite or huge value send their whole
-//     accumulators, in an int64 SUM collective that runs only where there are some.
+//     float, that is the result (round to nearest is monotone). Blocks with a
+//     non-finite or huge value send their whole accumulators, in an int64 SUM
+//     collective that runs only where there are some.
 //  3. Refinement: the values left undecided send their next bits, [L', L), the same
 //     way, until every value is decided (L = 0 leaves nothing below).
 // Which values are decided depends only on the sums every replica reads, so every

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <type_traits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "sim/comm/collectives.h"

@@ -139,9 +139,9 @@ TEST(MemoryEstimate, TheFoldedReductionHoldsOneWaveOfGradients) {
 
 // Exact mode's compact all-reduce: where the fold could run, each replica holds its
 // encoded gradient (16 bytes per value, a bound and a mask per 32 values), a 7-byte
-// field per value and a float per 32 values to send, and the float state, with one wave's words in the slots; elsewhere
-// it keeps its words and adds the encoding. One replica sends nothing and keeps the
-// words alone.
+// field per value and a float per 32 values to send, and the float state, with one
+// wave's words in the slots; elsewhere it keeps its words and adds the encoding. One
+// replica sends nothing and keeps the words alone.
 TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
   RunMemoryInput input = Input(64);
   input.exact = true;
