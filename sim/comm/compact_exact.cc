@@ -1,5 +1,8 @@
 #include "sim/comm/compact_exact.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -96,42 +99,44 @@ float RoundWords(const Words& known, std::int64_t add_high, int lsb, std::int64_
   return ExactToFloat(words.data());
 }
 
-// Round 2's common case, without branches: whether a value's interval has a
-// fraction (n != 0) and its sign vary from value to value, and branches on them
-// were mispredicted. The interval's ends are m1 2^lsb + f1 and m2 2^lsb + f2 with
-// m1 = q, m2 = q + n - 1 and 0 < f < 2^lsb (n = 0: both q 2^lsb exactly). Where
-// both are as RoundFloatFast rounds them (same sign, same width, a normal or overflowing
-// result, at least 25 bits where there is a fraction) and their 24 kept bits
-// rounded agree, both give the same float: true, with it in `out`. False otherwise
-// (then Decide tells).
-[[gnu::always_inline]] inline bool DecideFast(std::int64_t q, std::int64_t n, int lsb, float& out) {
-  const bool fraction = n != 0;
-  const std::int64_t m1 = q, m2 = q + n - fraction;
-  const std::int64_t sign = m1 >> 63;  // 0 or -1
-  // RoundFloatFast's magnitudes: for a negative m, -(m + 1) = ~m with a fraction, -m without.
-  const std::uint64_t correction = static_cast<std::uint64_t>(sign) & !fraction;
-  const std::uint64_t magnitude1 = static_cast<std::uint64_t>(m1 ^ sign) + correction;
-  const std::uint64_t magnitude2 = static_cast<std::uint64_t>(m2 ^ sign) + correction;
-  const int width = std::bit_width(magnitude1);
-  const int shift = std::max(width - 24, 0);
-  // Round to nearest: a half rounds up with a fraction, to even without one. (Without
-  // a fraction m1 = m2, so one addend serves both ends.)
-  const std::uint64_t half = (std::uint64_t{1} << shift) >> 1;
-  const std::uint64_t up = (half + (fraction | ((magnitude1 >> shift) & 1)) - 1) & -std::uint64_t{shift > 0};
-  const std::uint64_t keep = (magnitude1 + up) >> shift << std::max(24 - width, 0);
-  const std::uint64_t keep2 = (magnitude2 + up) >> shift << std::max(24 - width, 0);
-  const int top_exponent = width - 1 + lsb + kExactLsbExponent;
-  const std::uint32_t bits = top_exponent > 127 ? 0x7f800000u
-                                                : (static_cast<std::uint32_t>(top_exponent + 127) << 23) +
-                                                      static_cast<std::uint32_t>(keep - (std::uint64_t{1} << 23));
-  const bool zero = width == 0 && !fraction;
-  out = std::bit_cast<float>(zero ? 0u : bits | (static_cast<std::uint32_t>(sign) & 0x80000000u));
-  // Bitwise on ints, not bools: no branch per test.
-  const int agree = static_cast<int>((m1 ^ m2) >= 0) & (static_cast<int>(std::bit_width(magnitude2)) == width) &
-                    static_cast<int>(!fraction | (width >= 25)) & (top_exponent >= -126) & (keep == keep2) &
-                    ((n >> std::min(lsb, 62)) == 0);
-  return zero || agree != 0;
+// 2^e as a double, for e in [-1022, 1023].
+double PowerOfTwoDouble(int e) { return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52); }
+
+// Round 2's common case, by the hardware's conversions. A value is q 2^L where it
+// has no fraction (n = 0); with one, it lies in the open interval (q 2^L, (q + n)
+// 2^L), whose ends' neighbourhoods are (m 2^L, (m + 1) 2^L) for m = q and q + n -
+// 1. Where |m| > 2^24, the float midpoints there are multiples of 2^L units, so
+// every point of (m 2^L, (m + 1) 2^L) rounds as (2m + 1) 2^(L - 1) does: an integer
+// t = 2m + 1 (t = 2q without a fraction) times `unit` = 2^(L - 1) units, which the
+// int64 to double conversion takes exactly where |t| < 2^53 and the double to float
+// one rounds once, to nearest. Where both give the same float, every point between
+// does (round to nearest is monotone): that is the result. (dtlab keeps the default
+// floating-point environment, as ExactToFloat needs too.) Left to Decide: ends of
+// 2^53 or more, and fractions beside fewer than 25 bits.
+[[gnu::always_inline]] inline bool DecideConverted(std::int64_t q, std::int64_t n, double unit, float& out) {
+  const std::int64_t f = n != 0;
+  const double d1 = static_cast<double>(2 * q + f), d2 = static_cast<double>(2 * (q + n) - f);
+  out = static_cast<float>(d1 * unit);
+  const float high = static_cast<float>(d2 * unit);
+  const double a1 = std::fabs(d1), a2 = std::fabs(d2);
+  return std::bit_cast<std::uint32_t>(out) == std::bit_cast<std::uint32_t>(high) && std::max(a1, a2) < 0x1p53 &&
+         (f == 0 || std::min(a1, a2) > 0x1p25);
 }
+
+#if defined(__AVX2__)
+// int64 to double, four at a time, exact where |t| < 2^53 (AVX2 has no such
+// conversion): t = h 2^32 + l, each half read from a double's fraction bits.
+__m256d ToDoubles(__m256i t) {
+  const __m256i two52 = _mm256_set1_epi64x(0x4330000000000000);  // 2^52's bits
+  const __m256i low = _mm256_or_si256(_mm256_and_si256(t, _mm256_set1_epi64x(0xffffffff)), two52);
+  // The high half, signed: its 32 bits with the sign bit flipped are h + 2^31.
+  const __m256i high =
+      _mm256_or_si256(_mm256_xor_si256(_mm256_srli_epi64(t, 32), _mm256_set1_epi64x(0x80000000)), two52);
+  const __m256d h = _mm256_sub_pd(_mm256_castsi256_pd(high), _mm256_set1_pd(0x1p52 + 0x1p31));
+  const __m256d l = _mm256_sub_pd(_mm256_castsi256_pd(low), _mm256_set1_pd(0x1p52));
+  return _mm256_add_pd(_mm256_mul_pd(h, _mm256_set1_pd(0x1p32)), l);  // one rounding, none where |t| < 2^53
+}
+#endif
 
 // Decides value from a window's sum: S = known + s with s in [q 2^lsb + n,
 // (q + n) 2^lsb - n] (s = q 2^lsb if n = 0), `known` the earlier rounds' sum (null:
@@ -264,6 +269,56 @@ void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
 }
 
 }  // namespace
+
+void compact_internal::DecideWindowSums(std::span<const std::int64_t> sums, int count_bits, int lsb,
+                                        std::span<float> out, std::span<char> undecided) {
+  assert(out.size() == sums.size() && undecided.size() == sums.size() && lsb >= 0);
+  const double unit = PowerOfTwoDouble(lsb - 1 + kExactLsbExponent);
+  const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
+  const auto size = static_cast<std::int64_t>(sums.size());
+  auto decide = [&](std::int64_t k) {
+    const std::int64_t q = sums[static_cast<std::size_t>(k)] >> count_bits;  // arithmetic: floor
+    const std::int64_t n = sums[static_cast<std::size_t>(k)] & count_mask;
+    float& value = out[static_cast<std::size_t>(k)];
+    undecided[static_cast<std::size_t>(k)] = !DecideConverted(q, n, unit, value) && !Decide(q, n, lsb, nullptr, value);
+  };
+  std::int64_t k = 0;
+#if defined(__AVX2__)
+  // DecideConverted, four values at a time; the values it leaves go to Decide.
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi64x(1);
+  const __m128i shift = _mm_cvtsi32_si128(count_bits);
+  const __m256d units = _mm256_set1_pd(unit);
+  const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+  for (; k + 4 <= size; k += 4) {
+    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums.data() + k));
+    // q = s >> count_bits, arithmetic (AVX2 shifts 64-bit lanes logically only).
+    const __m256i sign = _mm256_cmpgt_epi64(zero, s);
+    const __m256i q = _mm256_xor_si256(_mm256_srl_epi64(_mm256_xor_si256(s, sign), shift), sign);
+    const __m256i n = _mm256_and_si256(s, _mm256_set1_epi64x(count_mask));
+    const __m256i no_fraction = _mm256_cmpeq_epi64(n, zero);
+    const __m256i f = _mm256_add_epi64(no_fraction, one);
+    const __m256i q_n = _mm256_add_epi64(q, n);
+    const __m256d d1 = ToDoubles(_mm256_add_epi64(_mm256_add_epi64(q, q), f));
+    const __m256d d2 = ToDoubles(_mm256_sub_epi64(_mm256_add_epi64(q_n, q_n), f));
+    const __m128 low = _mm256_cvtpd_ps(_mm256_mul_pd(d1, units));
+    const __m128 high = _mm256_cvtpd_ps(_mm256_mul_pd(d2, units));
+    const __m256d a1 = _mm256_and_pd(d1, magnitude), a2 = _mm256_and_pd(d2, magnitude);
+    const __m256d exact = _mm256_cmp_pd(_mm256_max_pd(a1, a2), _mm256_set1_pd(0x1p53), _CMP_LT_OQ);
+    const __m256d grid = _mm256_or_pd(_mm256_castsi256_pd(no_fraction),
+                                      _mm256_cmp_pd(_mm256_min_pd(a1, a2), _mm256_set1_pd(0x1p25), _CMP_GT_OQ));
+    const int decided =
+        _mm256_movemask_pd(_mm256_and_pd(exact, grid)) &
+        _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_castps_si128(low), _mm_castps_si128(high))));
+    _mm_storeu_ps(out.data() + k, low);
+    std::memset(undecided.data() + k, 0, 4);
+    if (decided != 0xf)
+      for (int lane = 0; lane < 4; ++lane)
+        if ((decided >> lane & 1) == 0) decide(k + lane);
+  }
+#endif
+  for (; k < size; ++k) decide(k);
+}
 
 // For s, a float sum (in any order) of `replicas` non-negative floats: a `top` with
 // their exact sum s' < 2^top. The float sum of N such terms is within a factor 1 +
@@ -523,12 +578,13 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
                      fields.data() + g * Int448::kFields);
       auto sum = [&](std::int64_t k) { return fields[static_cast<std::size_t>(k - chunk_begin)]; };
       if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
-        for (std::int64_t i = chunk_begin; i < chunk_end; ++i) {
-          const auto j = static_cast<std::size_t>(i);
-          // q: arithmetic shift, floor.
-          const std::int64_t q = sum(i) >> count_bits, n = sum(i) & count_mask;
-          const int lsb = block_lsb[j / kCompactBlock];
-          if (!DecideFast(q, n, lsb, out[j])) undecided[j] = !Decide(q, n, lsb, nullptr, out[j]);
+        // A block at a time (chunks start at a block): one window lsb.
+        for (std::int64_t first_value = chunk_begin; first_value < chunk_end; first_value += kCompactBlock) {
+          const auto size = static_cast<std::size_t>(std::min(kCompactBlock, chunk_end - first_value));
+          const auto j = static_cast<std::size_t>(first_value);
+          compact_internal::DecideWindowSums(
+              std::span<const std::int64_t>(fields.data() + (first_value - chunk_begin), size), count_bits,
+              block_lsb[j / kCompactBlock], out.subspan(j, size), std::span<char>(undecided).subspan(j, size));
         }
         return;
       }

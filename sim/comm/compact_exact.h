@@ -69,6 +69,12 @@ namespace compact_internal {
 /// scales), finite: a `top` with their exact sum below 2^top, the bound a window is
 /// sized from. ilogb(s) + 1 where the float sum's error bound allows it, else + 2.
 int ScaleSumTop(float s, std::int32_t replicas);
+/// Round 2's decision for values whose window lsb is `lsb`, from their field sums
+/// (Q 2^count_bits + K): out[k] = the correctly rounded sum where every sum in
+/// the value's interval rounds alike, with undecided[k] = 0; else undecided[k] = 1.
+/// REQUIRES: K = 0 where lsb = 0 (no bits lie below bit 0).
+void DecideWindowSums(std::span<const std::int64_t> sums, int count_bits, int lsb, std::span<float> out,
+                      std::span<char> undecided);
 }  // namespace compact_internal
 
 /// What the compact all-reduce sent, per replica.

@@ -232,7 +232,7 @@ TEST(CompactExact, DecidesTiesCancellationAndTheEdgesOfTheRange) {
     EXPECT_GE(outcome.stats.sent.size(), 3u);  // 2^100 beside units: several windows
   }
   // Each finite case alone in a block of its own, and no block sent whole: the first
-  // window decides most of them, on its fast path (DecideFast).
+  // window decides most of them, on its fast path (DecideWindowSums).
   Terms alone(n, std::vector<std::vector<double>>(kCompactBlock * (cases.size() + 1)));
   for (std::size_t c = 0; c < cases.size(); ++c) {
     bool finite = c != 14;
@@ -357,6 +357,96 @@ RC_GTEST_PROP(CompactExact, ScaleSumTopBoundsTheExactSum, ()) {
   RC_ASSERT(shift > 0);
   RC_ASSERT(shift >= 64 || exact < std::uint64_t{1} << shift);
   RC_ASSERT(top <= std::ilogb(scales[0]) + 2);
+}
+
+// The correctly rounded m 2^lsb + add units, from the words.
+float RoundUnits(std::int64_t m, int lsb, std::int64_t add) {
+  std::vector<std::int64_t> words(kExactWords, 0);
+  ExactAddInt128(words.data(), m, lsb);
+  ExactAddInt128(words.data(), add, 0);
+  return ExactToFloat(words.data());
+}
+
+// Where DecideWindowSums departs from the words: a value is decided exactly where
+// both ends of its interval, [Q 2^L + K, (Q + K) 2^L - K] (Q 2^L where K = 0),
+// round to the same float, and that float is its result. "" where it does not.
+std::string WindowSumsMismatch(const std::vector<std::int64_t>& sums, int count_bits, int lsb) {
+  std::vector<float> out(sums.size(), -1.0f);
+  std::vector<char> undecided(sums.size(), 2);
+  compact_internal::DecideWindowSums(sums, count_bits, lsb, out, undecided);
+  for (std::size_t k = 0; k < sums.size(); ++k) {
+    const std::int64_t q = sums[k] >> count_bits, n = sums[k] & ((std::int64_t{1} << count_bits) - 1);
+    const float low = RoundUnits(q, lsb, n), high = n == 0 ? low : RoundUnits(q + n, lsb, -n);
+    const bool alike = std::bit_cast<std::uint32_t>(low) == std::bit_cast<std::uint32_t>(high);
+    if (undecided[k] != (alike ? 0 : 1) ||
+        (alike && std::bit_cast<std::uint32_t>(out[k]) != std::bit_cast<std::uint32_t>(low)))
+      return "sum " + std::to_string(sums[k]) + " (value " + std::to_string(k) + "): undecided " +
+             std::to_string(int{undecided[k]}) + ", " + std::to_string(out[k]) + " against " + std::to_string(low);
+  }
+  return "";
+}
+
+// Window sums Q 2^b + K: the replicas' quotients' sum Q and K replicas with bits below
+// lsb. Q of every width a field holds, sign, and bit pattern that rounding turns on:
+// powers of two and their neighbours, ties (a one, then zeros, past the 24th bit),
+// ties' neighbours, random bits.
+rc::Gen<std::int64_t> WindowSum(int count_bits, int lsb) {
+  return rc::gen::exec([count_bits, lsb] {
+    // |Q| < 2^(55 - b); half the time of the widest, whose ends the double holds only
+    // where they are even.
+    const int width =
+        *rc::gen::arbitrary<bool>() ? 55 - count_bits - *rc::gen::inRange(0, 3) : *rc::gen::inRange(0, 56 - count_bits);
+    const std::uint64_t top = width == 0 ? 0 : std::uint64_t{1} << (width - 1);
+    std::uint64_t magnitude = 0;
+    switch (*rc::gen::inRange(0, 4)) {
+      case 0:
+        magnitude = top;
+        break;
+      case 1: {  // a tie: 24 kept bits, then a one and zeros
+        const int below = std::max(width - 25, 0);
+        magnitude = (top | (*rc::gen::arbitrary<std::uint64_t>() & (top - 1))) >> below << below;
+        if (below > 0) magnitude |= std::uint64_t{1} << (below - 1);
+        break;
+      }
+      default:
+        magnitude = top | (*rc::gen::arbitrary<std::uint64_t>() & (top == 0 ? 0 : top - 1));
+    }
+    magnitude += static_cast<std::uint64_t>(*rc::gen::inRange(-1, 2));  // a neighbour
+    magnitude = std::min<std::uint64_t>(magnitude, (std::uint64_t{1} << (55 - count_bits)) - 2);
+    const auto q = static_cast<std::int64_t>(magnitude) * (*rc::gen::arbitrary<bool>() ? -1 : 1);
+    // K <= N < 2^b replicas, and none where nothing lies below the window (lsb 0).
+    const std::int64_t k =
+        lsb == 0 || *rc::gen::arbitrary<bool>() ? 0 : *rc::gen::inRange<std::int64_t>(1, std::int64_t{1} << count_bits);
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(q) << count_bits) + k;
+  });
+}
+
+// Round 2's decision against the words' (WindowSumsMismatch). Window lsbs over the whole range, with
+// results near 2^-126, subnormal, and near the overflow threshold, and lsbs below
+// log2(N) (K may pass 2^L); sums in runs of any length (four at a time and the
+// rest).
+RC_GTEST_PROP(CompactExact, WindowSumsDecideWhereTheirIntervalsRoundAlike, ()) {
+  const int count_bits = *rc::gen::inRange(1, 21);
+  // 0: anywhere; 1: near 2^-126 (lsb + width = 172); 2: near 2^128; 3: a narrow lsb.
+  const int edge = *rc::gen::inRange(0, 4);
+  const int lsb = edge == 0   ? *rc::gen::inRange(0, 435)
+                  : edge == 3 ? *rc::gen::inRange(0, 24)
+                              : std::max(0, (edge == 1 ? 172 : 426) - *rc::gen::inRange(0, 56 - count_bits));
+  const auto sums =
+      *rc::gen::container<std::vector<std::int64_t>>(*rc::gen::inRange(1, 40), WindowSum(count_bits, lsb));
+  RC_ASSERT(WindowSumsMismatch(sums, count_bits, lsb) == "");
+}
+
+// The ends a double holds only rounded (2^53 and past), where that rounding lands on
+// a float's midpoint: q = 2^53 + k 2^30 + 2^29 (24 kept bits, then a tie), k even,
+// with a fraction (t = 2q + 1), and the tie's neighbour q + 1 without (t = 2q + 2,
+// a double's half ulp past the tie). Rounded twice, both would go down to even;
+// they lie past the tie and round up. Positive and negative, one count bit (the
+// widest fields), in a run of four and alone.
+TEST(CompactExact, WindowSumsPastADoublesPrecision) {
+  const std::int64_t tie = (std::int64_t{1} << 53) + (std::int64_t{6} << 30) + (std::int64_t{1} << 29);
+  const std::vector<std::int64_t> sums = {tie * 2 + 1, (tie + 1) * 2, -tie * 2 + 1, -(tie + 1) * 2, tie * 2 + 1};
+  for (const int lsb : {1, 200, 370}) EXPECT_EQ(WindowSumsMismatch(sums, 1, lsb), "") << "lsb " << lsb;
 }
 
 }  // namespace
