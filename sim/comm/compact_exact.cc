@@ -601,9 +601,13 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       }
     });
     std::vector<Pending> next;
-    for (std::int64_t k = 0; k < sent; ++k) {
+    // The undecided values are few: found by memchr (a byte at a time was 7% of a
+    // 2-replica call, on one thread).
+    const char* flags = undecided.data();
+    for (const char* at = flags; (at = static_cast<const char*>(std::memchr(at, 1, undecided.size() - (at - flags))));
+         ++at) {
+      const std::int64_t k = at - flags;
       const auto j = static_cast<std::size_t>(k);
-      if (!undecided[j]) continue;
       const std::int64_t i = value_index(k);
       Pending p{i, window_lsb(k, i), first ? Words{} : pending[j].known};
       std::array<std::int64_t, Int448::kFields> group;
