@@ -227,8 +227,8 @@ bool HasBitsBelow(const CompactGradient& g, std::int64_t i, int p) {
 // is at least its bound + count_bits - kFieldTop (its scale sum is at least the
 // replica's own scale), so where base = bound - 126, L - base >= 72: the field's bits
 // lie in the window's high word alone, and the sticky bit is the low word and the
-// high word's bits below L. Only blocks below 2^126 units (base 0) that are not zero
-// on this replica, or with a deep value, take the general path.
+// high word's bits below L. Only blocks below 2^126 units (base 0), or with a deep
+// value, take the general path.
 void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
                       std::int64_t end, std::int64_t* out) {
   const std::uint64_t* low = g.window_low.data();
@@ -238,11 +238,8 @@ void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_
     const std::int64_t block = first / kCompactBlock;
     const std::int64_t last = std::min(end, (block + 1) * kCompactBlock);
     const int lsb = block_lsb[block];
-    const int bound = g.bound[static_cast<std::size_t>(block)];
-    const int above = lsb - CompactGradient::Base(bound) - 64;
-    if (bound == 0) {  // zero on this replica
-      std::fill(out + (first - begin), out + (last - begin), 0);
-    } else if (above >= 0 && g.deep[static_cast<std::size_t>(block)] == 0) {
+    const int above = lsb - CompactGradient::Base(g.bound[static_cast<std::size_t>(block)]) - 64;
+    if (above >= 0 && g.deep[static_cast<std::size_t>(block)] == 0) {
       // The arithmetic shift as a logical one between two flips of the sign (what
       // AVX2 has), so that the loop vectorizes.
       const int shift = std::min(above, 63);
