@@ -427,6 +427,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   const int count_bits = std::bit_width(static_cast<std::uint32_t>(replicas));
   const int headroom = std::bit_width(static_cast<std::uint32_t>(replicas - 1));
   const int step = kFieldTop - headroom - count_bits;
+  const Int448 bias = SumBias(replicas);  // the window rounds' groups are packed biased
   CompactExactStats stats;
   stats.values = count;
 
@@ -521,10 +522,9 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
         const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
         const std::int64_t chunk_groups = (chunk_end - chunk_begin + Int448::kFields - 1) / Int448::kFields;
         std::fill(fields.begin() + (chunk_end - chunk_begin), fields.begin() + chunk_groups * Int448::kFields, 0);
-        auto pack = [&] {
-          for (std::int64_t g = 0; g < chunk_groups; ++g)
-            PackFields(fields.data() + g * Int448::kFields,
-                       buffer[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)]);
+        auto pack = [&] {  // biased: the reader takes off the replicas' H (SumBias)
+          PackBiasedFields(fields.data(), static_cast<std::size_t>(chunk_groups),
+                           buffer.data() + chunk_begin / Int448::kFields);
         };
         if (first && windowed.empty()) {
           FirstWindowWords(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end, fields.data());
@@ -575,7 +575,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       std::array<std::int64_t, kGrain> fields;  // the chunk's field sums
       for (std::int64_t g = 0; g * Int448::kFields < chunk_end - chunk_begin; ++g)
         UnpackFields(sums[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)],
-                     fields.data() + g * Int448::kFields);
+                     fields.data() + g * Int448::kFields, bias);
       auto sum = [&](std::int64_t k) { return fields[static_cast<std::size_t>(k - chunk_begin)]; };
       if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
         // A block at a time (chunks start at a block): one window lsb.
@@ -608,7 +608,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       const std::int64_t i = value_index(k);
       Pending p{i, window_lsb(k, i), first ? Words{} : pending[j].known};
       std::array<std::int64_t, Int448::kFields> group;
-      UnpackFields(sums[static_cast<std::size_t>(k / Int448::kFields)], group.data());
+      UnpackFields(sums[static_cast<std::size_t>(k / Int448::kFields)], group.data(), bias);
       ExactAddInt128(p.known.data(), group[static_cast<std::size_t>(k % Int448::kFields)] >> count_bits, p.lsb);
       next.push_back(p);
     }

@@ -113,13 +113,72 @@ inline Int448 PackFields(const std::int64_t* fields) {
   return out;
 }
 
+/// `groups` groups of eight fields, out[g] = PackFields(fields + 8 g) + H with H =
+/// sum_k 2^55 2^(56 k): the fields moved up by 2^55 are base-2^56 digits, placed
+/// with no carry to pass (PackFields's carry chain subtracts H). A sum of n such
+/// groups is the sum of the packed fields plus n H, modulo 2^448: UnpackFields reads
+/// it back with SumBias(n). So a collective's reader pays the chain once, not every
+/// replica. REQUIRES: every field in [-2^55, 2^55).
+inline void PackBiasedFields(const std::int64_t* fields, std::size_t groups, Int448* out) {
+  using namespace int448_internal;
+  std::size_t g = 0;
+#if defined(__AVX2__)
+  // Limbs 0-3 and 4-6 four at a time: limb i = d_i >> 8i | d_(i+1) << (56 - 8i).
+  const __m256i offset = _mm256_set1_epi64x(kFieldOffset);
+  const __m256i right_low = _mm256_setr_epi64x(0, 8, 16, 24), left_low = _mm256_setr_epi64x(56, 48, 40, 32);
+  const __m256i right_high = _mm256_setr_epi64x(32, 40, 48, 56), left_high = _mm256_setr_epi64x(24, 16, 8, 64);
+  for (; g < groups; ++g) {
+    const std::int64_t* f = fields + 8 * g;
+    const __m256i d0 = _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f)), offset);
+    const __m256i d1 = _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 1)), offset);
+    const __m256i d4 = _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 4)), offset);
+    const __m256i d5 = _mm256_permute4x64_epi64(d4, 0xf9);  // d5 d6 d7 d7: the last lane shifts out (by 64)
+    const __m256i low = _mm256_or_si256(_mm256_srlv_epi64(d0, right_low), _mm256_sllv_epi64(d1, left_low));
+    const __m256i high = _mm256_or_si256(_mm256_srlv_epi64(d4, right_high), _mm256_sllv_epi64(d5, left_high));
+    Limb* limbs = out[g].limb.data();
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(limbs), low);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(limbs + 4), _mm256_castsi256_si128(high));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(limbs + 6), _mm256_extracti128_si256(high, 1));
+  }
+#endif
+  for (; g < groups; ++g) {
+    std::uint64_t digits[Int448::kFields];
+    for (int k = 0; k < Int448::kFields; ++k) digits[k] = static_cast<std::uint64_t>(fields[8 * g + k] + kFieldOffset);
+    for (int i = 0; i < Int448::kLimbs; ++i) out[g].limb[static_cast<std::size_t>(i)] = LimbOfDigits(digits, i);
+  }
+}
+
+/// What UnpackFields adds to read a sum of n groups from PackBiasedFields: (1 - n) H
+/// modulo 2^448 (H for packed fields, n = 0). REQUIRES: 0 <= n < 2^62.
+inline Int448 SumBias(std::int64_t n) {
+  using namespace int448_internal;
+  // (n - 1) H, then its negation.
+  __extension__ typedef unsigned __int128 Uint128;
+  const auto factor = static_cast<std::uint64_t>(n > 0 ? n - 1 : 1);
+  Int448 product{};
+  std::uint64_t carry = 0;
+  for (std::size_t i = 0; i < Int448::kLimbs; ++i) {
+    const Uint128 p = static_cast<Uint128>(kOffset.limb[i]) * factor + carry;
+    product.limb[i] = static_cast<std::uint64_t>(p);
+    carry = static_cast<std::uint64_t>(p >> 64);
+  }
+  if (n == 0) return product;  // H
+  Int448 bias{};
+  carry = 1;  // two's complement: invert, add one
+  for (std::size_t i = 0; i < Int448::kLimbs; ++i) {
+    bias.limb[i] = ~product.limb[i] + carry;
+    carry = carry != 0 && bias.limb[i] == 0;
+  }
+  return bias;
+}
+
 /// The fields F_k in [-2^55, 2^55) with x = sum_k F_k 2^(56 k) modulo 2^448: the
 /// inverse of PackFields, and of a sum of packed fields whose field sums lie in
-/// that range.
-inline void UnpackFields(const Int448& x, std::int64_t* fields) {
+/// that range. With `bias` = SumBias(n), of a sum of n groups from PackBiasedFields.
+inline void UnpackFields(const Int448& x, std::int64_t* fields, const Int448& bias = int448_internal::kOffset) {
   using namespace int448_internal;
   Limb m[Int448::kLimbs];
-  AddLimbs(x.limb.data(), kOffset.limb.data(), m);
+  AddLimbs(x.limb.data(), bias.limb.data(), m);
   // Digit k starts at bit 56 k: bit 64 - 8 k of limb k - 1, and fills limb k's low 8 k.
   fields[0] = static_cast<std::int64_t>(m[0] & kFieldMask) - kFieldOffset;
   for (int k = 1; k < Int448::kFields; ++k) {

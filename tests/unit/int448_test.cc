@@ -63,6 +63,37 @@ RC_GTEST_PROP(Int448, SumsCarryBetweenLimbs, ()) {
   RC_ASSERT(Unpacked(sum) == expected);
 }
 
+// Biased packing (what the compact all-reduce sends): each group is PackFields's
+// plus H = SumBias(0), and a sum of n such groups reads back with SumBias(n). Runs
+// of 1 to 5 groups, fields at the edges of their range half the time.
+RC_GTEST_PROP(Int448, BiasedSumsReadBack, ()) {
+  const int n = *rc::gen::inRange(1, 300);
+  const auto groups = static_cast<std::size_t>(*rc::gen::inRange(1, 6));
+  const std::int64_t limit = (kFieldMax + 1) / n;
+  const bool edges = *rc::gen::arbitrary<bool>();
+  std::vector<Int448> sum(groups, Int448{});
+  std::vector<Fields> expected(groups, Fields{});
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::int64_t> fields(groups * Int448::kFields);
+    for (std::size_t k = 0; k < fields.size(); ++k) {
+      fields[k] = edges ? *rc::gen::element(-limit, limit - 1, std::int64_t{0}, std::int64_t{-1})
+                        : *rc::gen::inRange<std::int64_t>(-limit, limit);
+      expected[k / Int448::kFields][k % Int448::kFields] += fields[k];
+    }
+    std::vector<Int448> packed(groups);
+    PackBiasedFields(fields.data(), groups, packed.data());
+    for (std::size_t g = 0; g < groups; ++g) {
+      RC_ASSERT(packed[g] == PackFields(fields.data() + g * Int448::kFields) + SumBias(0));
+      sum[g] += packed[g];
+    }
+  }
+  for (std::size_t g = 0; g < groups; ++g) {
+    Fields f;
+    UnpackFields(sum[g], f.data(), SumBias(n));
+    RC_ASSERT(f == expected[g]);
+  }
+}
+
 TEST(Int448, ALimbCarryIsNotLost) {
   // Field 1 straddles limbs 0 and 1: its low byte is limb 0's top byte, 0xff in a
   // (2^55 - 1) and 0x01 in b (-(2^55 - 1) modulo 2^56). Their sum carries into limb 1,
