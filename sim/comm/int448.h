@@ -113,6 +113,17 @@ inline Int448 PackFields(const std::int64_t* fields) {
   return out;
 }
 
+namespace int448_internal {
+// PackBiasedFields without vectors: groups [first, groups).
+inline void PackBiasedFieldsPortable(const std::int64_t* fields, std::size_t first, std::size_t groups, Int448* out) {
+  for (std::size_t g = first; g < groups; ++g) {
+    std::uint64_t digits[Int448::kFields];
+    for (int k = 0; k < Int448::kFields; ++k) digits[k] = static_cast<std::uint64_t>(fields[8 * g + k] + kFieldOffset);
+    for (int i = 0; i < Int448::kLimbs; ++i) out[g].limb[static_cast<std::size_t>(i)] = LimbOfDigits(digits, i);
+  }
+}
+}  // namespace int448_internal
+
 /// `groups` groups of eight fields, out[g] = PackFields(fields + 8 g) + H with H =
 /// sum_k 2^55 2^(56 k): the fields moved up by 2^55 are base-2^56 digits, placed
 /// with no carry to pass (PackFields's carry chain subtracts H). A sum of n such
@@ -141,11 +152,7 @@ inline void PackBiasedFields(const std::int64_t* fields, std::size_t groups, Int
     _mm_storel_epi64(reinterpret_cast<__m128i*>(limbs + 6), _mm256_extracti128_si256(high, 1));
   }
 #endif
-  for (; g < groups; ++g) {
-    std::uint64_t digits[Int448::kFields];
-    for (int k = 0; k < Int448::kFields; ++k) digits[k] = static_cast<std::uint64_t>(fields[8 * g + k] + kFieldOffset);
-    for (int i = 0; i < Int448::kLimbs; ++i) out[g].limb[static_cast<std::size_t>(i)] = LimbOfDigits(digits, i);
-  }
+  PackBiasedFieldsPortable(fields, g, groups, out);
 }
 
 /// What UnpackFields adds to read a sum of n groups from PackBiasedFields: (1 - n) H

@@ -64,7 +64,8 @@ RC_GTEST_PROP(Int448, SumsCarryBetweenLimbs, ()) {
 }
 
 // Biased packing (what the compact all-reduce sends): each group is PackFields's
-// plus H = SumBias(0), and a sum of n such groups reads back with SumBias(n). Runs
+// plus H = SumBias(0), in vectors and without, and a sum of n such groups reads
+// back with SumBias(n). Runs
 // of 1 to 5 groups, fields at the edges of their range half the time.
 RC_GTEST_PROP(Int448, BiasedSumsReadBack, ()) {
   const int n = *rc::gen::inRange(1, 300);
@@ -80,10 +81,12 @@ RC_GTEST_PROP(Int448, BiasedSumsReadBack, ()) {
                         : *rc::gen::inRange<std::int64_t>(-limit, limit);
       expected[k / Int448::kFields][k % Int448::kFields] += fields[k];
     }
-    std::vector<Int448> packed(groups);
+    std::vector<Int448> packed(groups), portable(groups);
     PackBiasedFields(fields.data(), groups, packed.data());
+    int448_internal::PackBiasedFieldsPortable(fields.data(), 0, groups, portable.data());  // what non-AVX2 builds run
     for (std::size_t g = 0; g < groups; ++g) {
       RC_ASSERT(packed[g] == PackFields(fields.data() + g * Int448::kFields) + SumBias(0));
+      RC_ASSERT(portable[g] == packed[g]);
       sum[g] += packed[g];
     }
   }
