@@ -98,23 +98,9 @@ inline Int448& Int448::operator+=(const Int448& x) {
 // (or of -H) moves the whole integer. Both work in registers and touch `out` or `x`
 // limb by limb.
 
-/// out = sum_k fields[k] 2^(56 k) modulo 2^448. REQUIRES: every field in [-2^55, 2^55).
-inline void PackFields(const std::int64_t* fields, Int448& out) {
-  using namespace int448_internal;
-  std::uint64_t digits[Int448::kFields];
-  for (int k = 0; k < Int448::kFields; ++k) digits[k] = static_cast<std::uint64_t>(fields[k] + kFieldOffset);
-  Limb limbs[Int448::kLimbs];
-  for (int i = 0; i < Int448::kLimbs; ++i) limbs[i] = LimbOfDigits(digits, i);
-  AddLimbs(limbs, kMinusOffset.limb.data(), out.limb.data());
-}
-inline Int448 PackFields(const std::int64_t* fields) {
-  Int448 out;
-  PackFields(fields, out);
-  return out;
-}
-
 namespace int448_internal {
-// PackBiasedFields without vectors: groups [first, groups).
+// The fields moved up by 2^55, as base-2^56 digits (PackBiasedFields without
+// vectors): groups [first, groups).
 inline void PackBiasedFieldsPortable(const std::int64_t* fields, std::size_t first, std::size_t groups, Int448* out) {
   for (std::size_t g = first; g < groups; ++g) {
     std::uint64_t digits[Int448::kFields];
@@ -123,6 +109,19 @@ inline void PackBiasedFieldsPortable(const std::int64_t* fields, std::size_t fir
   }
 }
 }  // namespace int448_internal
+
+/// out = sum_k fields[k] 2^(56 k) modulo 2^448. REQUIRES: every field in [-2^55, 2^55).
+inline void PackFields(const std::int64_t* fields, Int448& out) {
+  using namespace int448_internal;
+  Int448 digits;
+  PackBiasedFieldsPortable(fields, 0, 1, &digits);
+  AddLimbs(digits.limb.data(), kMinusOffset.limb.data(), out.limb.data());
+}
+inline Int448 PackFields(const std::int64_t* fields) {
+  Int448 out;
+  PackFields(fields, out);
+  return out;
+}
 
 /// `groups` groups of eight fields, out[g] = PackFields(fields + 8 g) + H with H =
 /// sum_k 2^55 2^(56 k): the fields moved up by 2^55 are base-2^56 digits, placed
@@ -159,23 +158,16 @@ inline void PackBiasedFields(const std::int64_t* fields, std::size_t groups, Int
 /// modulo 2^448 (H for packed fields, n = 0). REQUIRES: 0 <= n < 2^62.
 inline Int448 SumBias(std::int64_t n) {
   using namespace int448_internal;
-  // (n - 1) H, then its negation.
+  // H + n (-H), modulo 2^448: the product's carry out of the top limb drops.
   __extension__ typedef unsigned __int128 Uint128;
-  const auto factor = static_cast<std::uint64_t>(n > 0 ? n - 1 : 1);
-  Int448 product{};
+  Int448 bias{};
   std::uint64_t carry = 0;
   for (std::size_t i = 0; i < Int448::kLimbs; ++i) {
-    const Uint128 p = static_cast<Uint128>(kOffset.limb[i]) * factor + carry;
-    product.limb[i] = static_cast<std::uint64_t>(p);
+    const Uint128 p = static_cast<Uint128>(kMinusOffset.limb[i]) * static_cast<std::uint64_t>(n) + carry;
+    bias.limb[i] = static_cast<std::uint64_t>(p);
     carry = static_cast<std::uint64_t>(p >> 64);
   }
-  if (n == 0) return product;  // H
-  Int448 bias{};
-  carry = 1;  // two's complement: invert, add one
-  for (std::size_t i = 0; i < Int448::kLimbs; ++i) {
-    bias.limb[i] = ~product.limb[i] + carry;
-    carry = carry != 0 && bias.limb[i] == 0;
-  }
+  AddLimbs(bias.limb.data(), kOffset.limb.data(), bias.limb.data());
   return bias;
 }
 
