@@ -275,11 +275,11 @@ Status ClusterConfig::Validate() const {
 Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, std::int64_t chunk_size)
     : model_(model), config_(config), runner_(model, chunk_size), cpu_(std::make_unique<CpuCompute>(runner_)) {}
 
-bool Cluster::CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
+bool Cluster::ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model) {
   const bool mirrored = config.strategy == StrategyKind::kMirrored ||
                         config.strategy == StrategyKind::kMultiWorkerMirrored || config.strategy == StrategyKind::kTpu;
-  return mirrored && !worker_group && config.faults.empty() && !config.precision.dynamic_loss_scale &&
-         !config.accumulation.on() && BatchNormLayers(model).empty();
+  return mirrored && config.faults.empty() && !config.precision.dynamic_loss_scale && !config.accumulation.on() &&
+         BatchNormLayers(model).empty();
 }
 
 std::int32_t Cluster::FoldWave() {

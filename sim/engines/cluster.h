@@ -196,15 +196,24 @@ class Cluster final : public TrainingEngine {
     return config.replicas > config.fold_above && CanFold(config, model, worker_group);
   }
   /// FoldsReduction's conditions but the replica count.
-  static bool CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group);
+  static bool CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
+    return !worker_group && ComputesInWaves(config, model);
+  }
+  /// Whether the replicas may compute in waves of slots, none holding its own gradient
+  /// buffer: mirrored variables, and none of injected faults, a dynamic loss scale,
+  /// gradient accumulation or BatchNormalization's staged passes.
+  static bool ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model);
   bool folded() const { return folded_; }
   /// True when exact mode's compact all-reduce reads the replicas' gradients encoded
-  /// (CompactGradient, about 16 bytes per value) instead of their accumulator words:
-  /// from 2 up to config.fold_above replicas where the fold could run. The replicas then
-  /// compute in waves, as folded ones do, and each keeps only its encoding.
+  /// (CompactGradient, about 16 bytes per value) instead of their accumulator words,
+  /// where the replicas can compute in waves: in one process from 2 up to
+  /// config.fold_above replicas (above, the fold sums them), on MPI ranks (a worker
+  /// group, which never folds) for any count. The replicas then compute in waves, as
+  /// folded ones do, and each keeps only its encoding.
   static bool CompactsGradients(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
     return config.math == MathMode::kExact && config.exact_all_reduce == ExactAllReduce::kCompact &&
-           config.replicas > 1 && config.replicas <= config.fold_above && CanFold(config, model, worker_group);
+           config.replicas > 1 && (worker_group || config.replicas <= config.fold_above) &&
+           ComputesInWaves(config, model);
   }
   bool compacted() const { return compacted_; }
   /// Replicas whose gradients the folded reduction computes at once (its wave).

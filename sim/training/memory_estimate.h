@@ -41,6 +41,11 @@ struct RunMemoryInput {
   /// replica; below fold_above, where the fold could run, the replicas compute in
   /// waves and keep only their encoded gradients (Cluster::CompactsGradients).
   bool compact = false;
+  /// On MPI ranks (a worker group, which never folds): this rank's replicas compute in
+  /// waves of fold_wave and keep only their encoded gradients, whatever their count,
+  /// and the compact all-reduce runs even for one replica a rank
+  /// (Cluster::CompactsGradients).
+  bool compacts_on_ranks = false;
   bool accumulating = false;      // gradient accumulation: one more gradient (or words) per replica
   bool central_storage = false;   // one more copy of weights and slots on the host
   std::int64_t global_batch = 1;  // examples gathered per step (the whole optimizer step's)

@@ -258,6 +258,8 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   input.compact = config.cluster.exact_all_reduce == ExactAllReduce::kCompact;
   if (Cluster::CanFold(config.cluster, model, config.worker_group != nullptr))
     input.fold_above = config.cluster.fold_above, input.fold_wave = Cluster::FoldWave();
+  if (config.worker_group != nullptr && Cluster::CompactsGradients(config.cluster, model, true))
+    input.compacts_on_ranks = true, input.fold_wave = Cluster::FoldWave();
   return input;
 }
 

@@ -55,6 +55,20 @@ done
 expect_exit 0 one_device_bn -- "$DTLAB" train --math exact --json --model "$MODELS/batch-norm-cnn.json" "${COMMON[@]}"
 expect_same_digest mpi_batch-norm-cnn one_device_bn
 
+# Ranks that hold more replicas than a wave (16 slots on 2 cores): exact mode's
+# replicas compute in waves and keep only their encoded gradients, as in one process
+# (docs/cluster.md, "Compact gradients in waves"). One device's bits; the estimate
+# prices a replica at its encoding, not its words, and holds the rank's measured peak
+# within 25%.
+expect_exit 0 mpi_waves -- mpi 2 --replicas-per-worker 40 --math exact --check-reference --json "${COMMON[@]}"
+expect_same_digest mpi_waves one_device_exact
+check_json mpi_waves "d['reference_check']['bitwise_equal'] and 0.75 <= d['estimated_peak_bytes'] / d['peak_resident_bytes'] <= 1.25"
+for k in compact words; do
+  expect_exit 0 "mpi_waves_dry_$k" -- mpi 2 --replicas-per-worker 40 --math exact --exact-all-reduce $k --dry-run \
+    --json "${COMMON[@]}"
+done
+check_json mpi_waves_dry_compact "d['per_replica_bytes'] < 0.3 * json.load(open('$WORK/mpi_waves_dry_words.out'))['per_replica_bytes']"
+
 # Every algorithm over MPI, on 3 ranks of 2 replicas, fast mode (where order shows).
 for alg in ring tree naive direct; do
   expect_exit 0 "mpi_$alg" -- mpi 3 --replicas-per-worker 2 --all-reduce $alg --json "${COMMON[@]}"

@@ -101,10 +101,12 @@ for i in 1 2 3; do
 done
 # A worker stopped (kill -STOP) at a random moment, possibly in the middle of a ring:
 # the others time out, probe every rank, and name the stopped one even when they
-# were waiting for a neighbour that waits for it.
+# were waiting for a neighbour that waits for it. 400 epochs: the run must still be
+# going after the wait of up to 0.9 s below (40 epochs took about 1.2 s in all, and
+# once ended before it).
 for i in 1 2; do
   name="stop_$i"
-  mpi 3 --strategy multi_worker_mirrored --dataset "$DATA" --epochs 40 --global-batch 4 --checkpoint-every 2 \
+  mpi 3 --strategy multi_worker_mirrored --dataset "$DATA" --epochs 400 --global-batch 4 --checkpoint-every 2 \
     --collective-timeout 3 --no-progress --checkpoint-dir "$WORK/$name/ckpt" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
   job=$!
   for _ in $(seq 1 200); do [ -f "$WORK/$name/ckpt/checkpoint" ] && break; sleep 0.05; done

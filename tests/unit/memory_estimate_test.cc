@@ -161,6 +161,16 @@ TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
   input.compact = true;
   input.replicas = 1;
   EXPECT_DOUBLE_EQ(EstimateRunMemory(input).per_replica_bytes, plain.per_replica_bytes);
+  // On MPI ranks a rank's replicas compute in waves at any count (no fold), and one
+  // replica a rank still sends: its encoding, and its words in the wave's slot.
+  input.compacts_on_ranks = true;
+  const MemoryEstimate one = EstimateRunMemory(input);
+  EXPECT_DOUBLE_EQ(one.per_replica_bytes, waves.per_replica_bytes);
+  EXPECT_DOUBLE_EQ(one.replicas_bytes, one.per_replica_bytes + words);
+  input.replicas = 300;
+  const MemoryEstimate many = EstimateRunMemory(input);
+  EXPECT_FALSE(many.folded);
+  EXPECT_DOUBLE_EQ(many.replicas_bytes, 300 * waves.per_replica_bytes + 16 * words);
 }
 
 TEST(MemoryEstimate, MaxMemoryLimitsThePeak) {
