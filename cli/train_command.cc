@@ -199,8 +199,13 @@ int ReportDryRun(const TrainConfig& config, const DryRunReport& dry, std::FILE* 
                  std::string(MathModeName(config.cluster.math)).c_str(), static_cast<long long>(dry.steps));
     std::fprintf(human, "Memory, estimated peak %s:\n", BytesText(dry.peak_bytes).c_str());
     std::fprintf(human, "  already held (data set, code)   %s\n", BytesText(dry.resident_bytes).c_str());
-    std::fprintf(human, "  replicas                        %s (%s each)\n", BytesText(m.replicas_bytes).c_str(),
-                 BytesText(m.per_replica_bytes).c_str());
+    // On MPI ranks, each rank's estimate is of its own replicas (--replicas-per-worker).
+    const std::string share =
+        config.worker_group != nullptr
+            ? ", this rank's " + std::to_string(config.cluster.replicas / config.worker_group->size())
+            : "";
+    std::fprintf(human, "  replicas                        %s (%s each%s)\n", BytesText(m.replicas_bytes).c_str(),
+                 BytesText(m.per_replica_bytes).c_str(), share.c_str());
     std::fprintf(human, "  a step's batch and workspaces   %s\n", BytesText(m.batch_bytes).c_str());
     if (m.folded)
       std::fprintf(human, "  one step's message log          none: gradients folded above %d replicas\n",
@@ -208,9 +213,9 @@ int ReportDryRun(const TrainConfig& config, const DryRunReport& dry, std::FILE* 
     else
       std::fprintf(human, "  one step's message log          %s\n", BytesText(m.message_log_bytes).c_str());
     if (dry.available)
-      std::fprintf(human, "  available                       %s (%s); at most %d replica%s fit\n",
+      std::fprintf(human, "  available                       %s (%s); at most %d replica%s%s fit\n",
                    BytesText(dry.available->bytes).c_str(), dry.available->source.c_str(), dry.largest_replicas,
-                   dry.largest_replicas == 1 ? "" : "s");
+                   dry.largest_replicas == 1 ? "" : "s", config.worker_group != nullptr ? " a rank" : "");
     if (time_known)
       std::fprintf(human,
                    "Simulated time (cost model): %.4g s per step (compute %.4g s, collectives %.4g s moving %s), "

@@ -207,7 +207,8 @@ namespace {
 std::string FitText(const RunMemoryInput& in, double available_bytes) {
   const std::int32_t most = LargestReplicasThatFit(in, available_bytes);
   if (most == 0) return "not even 1 replica fits; ";
-  return "at most " + std::to_string(most) + " replica" + (most == 1 ? "" : "s") + " would fit; ";
+  return "at most " + std::to_string(most) + " replica" + (most == 1 ? "" : "s") + (in.mpi_rank ? " a rank" : "") +
+         " would fit; ";
 }
 
 }  // namespace
@@ -215,17 +216,17 @@ std::string FitText(const RunMemoryInput& in, double available_bytes) {
 Status CheckRunFitsInMemory(const MemoryEstimate& e, const RunMemoryInput& in,
                             const std::optional<AvailableMemory>& available) {
   if (!available || e.total_bytes <= available->bytes) return Status::Ok();
-  return Status::InvalidArgument("the run needs about " + BytesText(e.total_bytes) + " of memory (" +
-                                 std::to_string(in.replicas) + " replicas x " + BytesText(e.per_replica_bytes) +
-                                 " of weights, gradients, all-reduce buffer and optimizer "
-                                 "slots" +
-                                 (in.exact ? " and exact-mode accumulators" : "") + ", " + BytesText(e.batch_bytes) +
-                                 " for a step's batch (" + std::to_string(in.global_batch) +
-                                 " examples) and the workspaces, " + BytesText(e.message_log_bytes) +
-                                 " for one step's message log), but only " + BytesText(available->bytes) +
-                                 " is available (" + available->source + "); " + FitText(in, available->bytes) +
-                                 "use fewer --replicas, a smaller batch, or the tree or naive "
-                                 "all-reduce (docs/reliability.md, \"Memory\")");
+  return Status::InvalidArgument(
+      "the run needs about " + BytesText(e.total_bytes) + " of memory (" + std::to_string(in.replicas) + " replicas" +
+      (in.mpi_rank ? " on this rank" : "") + " x " + BytesText(e.per_replica_bytes) +
+      " of weights, gradients, all-reduce buffer and optimizer "
+      "slots" +
+      (in.exact ? " and exact-mode accumulators" : "") + ", " + BytesText(e.batch_bytes) + " for a step's batch (" +
+      std::to_string(in.global_batch) + " examples) and the workspaces, " + BytesText(e.message_log_bytes) +
+      " for one step's message log), but only " + BytesText(available->bytes) + " is available (" + available->source +
+      "); " + FitText(in, available->bytes) +
+      (in.mpi_rank ? "use fewer --replicas-per-worker" : "use fewer --replicas") +
+      ", a smaller batch, or the tree or naive all-reduce (docs/reliability.md, \"Memory\")");
 }
 
 }  // namespace dtlab

@@ -36,6 +36,7 @@ struct RunMemoryInput {
   std::int64_t parameter_values = 0;  // the model's P
   std::int64_t optimizer_slots = 0;   // adam 2, rmsprop 1, sgd 0 or 1
   std::int32_t replicas = 1;          // replicas held by this process
+  bool mpi_rank = false;              // the process is one MPI rank: `replicas` are its share
   bool exact = false;                 // exact mode: accumulator words per replica
   /// Exact mode's compact all-reduce (--exact-all-reduce compact): its buffers per
   /// replica; below fold_above, where the fold could run, the replicas compute in

@@ -233,6 +233,7 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   input.optimizer_slots = static_cast<std::int64_t>(optimizer->SlotNames().size()) + (config.momentum != 0 ? 1 : 0);
   const std::int32_t workers = config.worker_group != nullptr ? config.worker_group->size() : 1;
   input.replicas = config.cluster.replicas / std::max(workers, 1);
+  input.mpi_rank = config.worker_group != nullptr;
   input.exact = config.cluster.math == MathMode::kExact;
   input.accumulating = config.cluster.accumulation.on();
   input.central_storage = config.cluster.strategy == StrategyKind::kCentralStorage;

@@ -99,6 +99,16 @@ TEST(MemoryEstimate, TheLargestReplicaCountThatFits) {
   const Status refused = CheckRunFitsInMemory(EstimateRunMemory(asked), asked, AvailableMemory{available, "x"});
   EXPECT_NE(refused.message().find("at most " + std::to_string(most) + " replicas would fit"), std::string::npos)
       << refused.message();
+  EXPECT_NE(refused.message().find("use fewer --replicas,"), std::string::npos) << refused.message();
+  // On an MPI rank the counts are the rank's, and so is the flag to lower.
+  RunMemoryInput rank = asked;
+  rank.mpi_rank = true;
+  const Status rank_refused = CheckRunFitsInMemory(EstimateRunMemory(rank), rank, AvailableMemory{available, "x"});
+  const std::string parts[] = {"(100000 replicas on this rank x ",
+                               "at most " + std::to_string(most) + " replicas a rank would fit",
+                               "use fewer --replicas-per-worker,"};
+  for (const std::string& part : parts)
+    EXPECT_NE(rank_refused.message().find(part), std::string::npos) << part << ": " << rank_refused.message();
   EXPECT_EQ(LargestReplicasThatFit(Input(1), 10), 0);  // not even one
   // A batch per replica grows the global batch with the replicas.
   RunMemoryInput growing = Input(4);
