@@ -390,6 +390,17 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
     }
 }
 
+void CompactGradient::AddTo(std::span<std::int64_t> words) const {
+  assert(static_cast<std::int64_t>(words.size()) == values * kExactWords);
+  tbb::parallel_for(std::int64_t{0}, values, [&](std::int64_t i) {
+    std::int64_t* w = words.data() + i * kExactWords;
+    if (IsDeep(i))
+      ExactMerge(w, DeepWords(*this, i));
+    else
+      ExactAddInt128(w, Window(*this, i), BaseOf(*this, i));
+  });
+}
+
 std::int64_t CompactGradient::bytes() const {
   return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) + deep.size() * sizeof(std::uint32_t) +
                                    (window_low.size() + window_high.size()) * sizeof(std::uint64_t) +

@@ -119,6 +119,11 @@ struct CompactGradient {
   /// Replaces the contents with the encoding of `words` (values * kExactWords words,
   /// normalized here in place: the same values). Keeps the vectors' capacity.
   void Encode(std::span<std::int64_t> words);
+  /// words += the encoded values, value i into words [i * kExactWords, (i + 1) *
+  /// kExactWords): the same values as adding the words it was encoded from (a deep
+  /// value's words are merged, a window is added at its base). REQUIRES: values *
+  /// kExactWords words, whose sums stay in the accumulators' range.
+  void AddTo(std::span<std::int64_t> words) const;
   /// Bytes held (the vectors' sizes).
   std::int64_t bytes() const;
 };

@@ -278,8 +278,7 @@ Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, st
 bool Cluster::ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model) {
   const bool mirrored = config.strategy == StrategyKind::kMirrored ||
                         config.strategy == StrategyKind::kMultiWorkerMirrored || config.strategy == StrategyKind::kTpu;
-  return mirrored && config.faults.empty() && !config.precision.dynamic_loss_scale && !config.accumulation.on() &&
-         BatchNormLayers(model).empty();
+  return mirrored && config.faults.empty() && !config.precision.dynamic_loss_scale && BatchNormLayers(model).empty();
 }
 
 std::int32_t Cluster::FoldWave() {
@@ -515,7 +514,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
                                                                      const std::vector<std::int64_t>& loss_batches,
                                                                      const std::vector<LossCode::LossScale>& scales,
                                                                      std::int64_t step, bool regularize,
-                                                                     StepResult& result) {
+                                                                     StepResult& result, bool add_to_encoded) {
   constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
   const std::vector<std::int64_t>& offsets = layout.offsets;
   const std::vector<std::int64_t>& batch_sizes = layout.batch_sizes;
@@ -656,10 +655,16 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
       }
     });
     // Encoded before the check, which then reads the encoding's block bounds instead
-    // of every accumulator's last word.
+    // of every accumulator's last word. (Added to the encoding held: the same words
+    // as an accumulated sum's, whose non-finite counts are this micro-batch's, as an
+    // earlier one's stopped the step.)
     if constexpr (kExact)
       if (compacted_)
-        tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) { Local(r)->compact.Encode(slot(r).words); });
+        tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) {
+          Replica& replica = *Local(r);
+          if (add_to_encoded) replica.compact.AddTo(slot(r).words);
+          replica.compact.Encode(slot(r).words);
+        });
     // With a dynamic loss scale a non-finite gradient is an overflow, which the
     // update step handles (ApplyUpdate), not a fault.
     if (!config_.precision.dynamic_loss_scale)
@@ -782,11 +787,11 @@ Status Cluster::ReduceGradients(std::int64_t step) {
 template StatusOr<std::vector<float>> Cluster::ComputeReplicas<float>(const StepLayout&,
                                                                       const std::vector<std::int64_t>&,
                                                                       const std::vector<LossCode::LossScale>&,
-                                                                      std::int64_t, bool, StepResult&);
+                                                                      std::int64_t, bool, StepResult&, bool);
 template StatusOr<std::vector<ExactSum>> Cluster::ComputeReplicas<std::int64_t>(const StepLayout&,
                                                                                 const std::vector<std::int64_t>&,
                                                                                 const std::vector<LossCode::LossScale>&,
-                                                                                std::int64_t, bool, StepResult&);
+                                                                                std::int64_t, bool, StepResult&, bool);
 template float Cluster::ReducedLoss<float>(const std::vector<float>&, const std::vector<float>&) const;
 template float Cluster::ReducedLoss<ExactSum>(const std::vector<ExactSum>&, const std::vector<float>&) const;
 template Status Cluster::ReduceGradients<float>(std::int64_t);

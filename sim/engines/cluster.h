@@ -195,25 +195,33 @@ class Cluster final : public TrainingEngine {
   static bool FoldsReduction(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
     return config.replicas > config.fold_above && CanFold(config, model, worker_group);
   }
-  /// FoldsReduction's conditions but the replica count.
+  /// FoldsReduction's conditions but the replica count: the replicas compute in waves
+  /// (ComputesInWaves), in one process, with no gradient accumulation (a replica's
+  /// micro-batch sum would need a buffer of its own).
   static bool CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
-    return !worker_group && ComputesInWaves(config, model);
+    return !worker_group && !config.accumulation.on() && ComputesInWaves(config, model);
   }
-  /// Whether the replicas may compute in waves of slots, none holding its own gradient
-  /// buffer: mirrored variables, and none of injected faults, a dynamic loss scale,
-  /// gradient accumulation or BatchNormalization's staged passes.
+  /// Whether the replicas may compute in waves of slots, none holding a gradient
+  /// buffer of its own: mirrored variables, and none of injected faults, a dynamic
+  /// loss scale or BatchNormalization's staged passes.
   static bool ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model);
   bool folded() const { return folded_; }
-  /// True when exact mode's compact all-reduce reads the replicas' gradients encoded
-  /// (CompactGradient, about 16 bytes per value) instead of their accumulator words,
-  /// where the replicas can compute in waves: in one process from 2 up to
-  /// config.fold_above replicas (above, the fold sums them), on MPI ranks (a worker
-  /// group, which never folds) for any count. The replicas then compute in waves, as
-  /// folded ones do, and each keeps only its encoding.
-  static bool CompactsGradients(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
+  /// Whether exact mode's compact all-reduce of a cluster of `config` for `model`
+  /// reads encodings the replicas keep: wherever the replicas can compute in waves and
+  /// the fold does not run (FoldsReduction), replica count aside.
+  static bool MayCompactGradients(const ClusterConfig& config, const Sequential<float>& model) {
     return config.math == MathMode::kExact && config.exact_all_reduce == ExactAllReduce::kCompact &&
-           config.replicas > 1 && (worker_group || config.replicas <= config.fold_above) &&
            ComputesInWaves(config, model);
+  }
+  /// True when exact mode's compact all-reduce reads the replicas' gradients encoded
+  /// (CompactGradient, about 16 bytes per value) instead of their accumulator words:
+  /// MayCompactGradients, several replicas, and no fold (in one process up to
+  /// config.fold_above replicas, or any count with gradient accumulation; on MPI
+  /// ranks, which never fold, any count). The replicas then compute in waves, as
+  /// folded ones do, and each keeps only its encoding (with accumulation, of its
+  /// micro-batches' sum so far).
+  static bool CompactsGradients(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
+    return config.replicas > 1 && MayCompactGradients(config, model) && !FoldsReduction(config, model, worker_group);
   }
   bool compacted() const { return compacted_; }
   /// Replicas whose gradients the folded reduction computes at once (its wave).
@@ -298,14 +306,18 @@ class Cluster final : public TrainingEngine {
   // (into result.replica_losses) and, when `regularize`, its regularization share;
   // returns every replica's loss sum (shared across workers). `loss_batches[r]` is
   // the local batch replica r's loss code sees (its layout.batch_sizes[r] in a plain step):
-  // an empty replica's loss is NaN only where that is empty. ReducedLoss:
+  // an empty replica's loss is NaN only where that is empty. Where the cluster
+  // compacts (CompactsGradients), each replica's encoding becomes its gradient, or,
+  // with `add_to_encoded` (a later micro-batch of an accumulated step), the sum of
+  // its gradient and the encoding it held. ReducedLoss:
   // strategy.reduce of the replicas' losses. ReduceGradients: the collective of the
   // `flat`/`words` buffers, rounded once in exact mode.
   template <typename Word>
   StatusOr<std::vector<ReplicaLossSum<Word>>> ComputeReplicas(const StepLayout& layout,
                                                               const std::vector<std::int64_t>& loss_batches,
                                                               const std::vector<LossCode::LossScale>& scales,
-                                                              std::int64_t step, bool regularize, StepResult& result);
+                                                              std::int64_t step, bool regularize, StepResult& result,
+                                                              bool add_to_encoded = false);
   template <typename LossSum>
   float ReducedLoss(const std::vector<LossSum>& sums, const std::vector<float>& replica_losses) const;
   template <typename Word>

@@ -4,11 +4,11 @@
 // Each micro-batch runs the plain step's compute (Cluster::ComputeReplicas) with the
 // coefficients of the rule in force; each replica adds the micro-batch's gradient to
 // its own sum, in micro-batch order (exact mode: its accumulator words, integer
-// addition), and the replicas reduce once per optimizer step, as Keras's TF backend
-// does (its accumulators are per-replica variables, all-reduced only on the update
-// step) and as DDP's no_sync does. The regularization joins once per step under the
-// global rule (the weights do not change inside a step), with every micro-batch under
-// keras (each micro-batch's loss holds it, and the update divides by K).
+// addition; where the replicas compute in waves, Cluster::CompactsGradients, its
+// encoded gradient, decoded into the wave's slot and encoded again), and the replicas reduce once per optimizer step,
+// as Keras's TF backend does (its accumulators are per-replica variables, all-reduced only on the update step) and as
+// DDP's no_sync does. The regularization joins once per step under the global rule (the weights do not change inside a
+// step), with every micro-batch under keras (each micro-batch's loss holds it, and the update divides by K).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -87,16 +87,18 @@ StatusOr<float> Cluster::AccumulateGroup(const ImageDataset& data, std::span<con
     if (keras) DTLAB_RETURN_IF_ERROR(config_.CheckEmptyReplicas(layout.batch_sizes, step));
     StepResult micro;
     micro.replica_losses.assign(replicas, 0.0f);
+    // Each local replica adds this micro-batch's gradient to its sum: its words', or,
+    // where the cluster compacts, its encoding's (ComputeReplicas adds it there).
     DTLAB_ASSIGN_OR_RETURN(const auto sums,
-                           ComputeReplicas<Word>(layout, loss_batches, scales, step, keras || k == 0, micro));
-    // Each local replica adds this micro-batch's gradient to its sum.
-    tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t local) {
-      Replica& replica = replicas_[local];
-      if constexpr (kExact)
-        AddInto(replica.words, k == 0, replica.accumulated_words);
-      else
-        AddInto(replica.flat, k == 0, replica.accumulated);
-    });
+                           ComputeReplicas<Word>(layout, loss_batches, scales, step, keras || k == 0, micro, k > 0));
+    if (!compacted_)
+      tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t local) {
+        Replica& replica = replicas_[local];
+        if constexpr (kExact)
+          AddInto(replica.words, k == 0, replica.accumulated_words);
+        else
+          AddInto(replica.flat, k == 0, replica.accumulated);
+      });
     for (std::size_t r = 0; r < replicas; ++r) {
       if constexpr (kExact) {
         loss_sums[r].Merge(sums[r]);
@@ -124,6 +126,7 @@ StatusOr<float> Cluster::AccumulateGroup(const ImageDataset& data, std::span<con
   tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t local) {
     Replica& replica = replicas_[local];
     if constexpr (kExact) {
+      if (compacted_) return;  // the encodings hold the sums
       replica.words.swap(replica.accumulated_words);
       ExactNormalizeAll(replica.words);  // K sums of normalized words: back to the form the collective takes
     } else {

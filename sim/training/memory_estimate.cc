@@ -31,8 +31,7 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   // one: per replica the encoded gradient (CompactGradient: a 16-byte window per
   // value, a 2-byte bound and a 4-byte deep mask per block), a 7-byte field per value
   // and a float per block to send.
-  const bool compact_all_reduce =
-      in.exact && in.compact && !in.central_storage && (in.replicas > 1 || in.compacts_on_ranks);
+  const bool compact_all_reduce = in.exact && in.compact && !in.central_storage && (in.replicas > 1 || in.mpi_rank);
   const double compact_bytes = p * (16.0 + 7.0 + (2.0 + 4.0 + 4.0) / kCompactBlock);
   e.folded = folded;
   if (folded) {
@@ -42,10 +41,10 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
     e.replicas_bytes = e.per_replica_bytes * n +
                        std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * (in.exact ? words : p * f) +
                        2.0 * p * f + words;
-  } else if (compact_all_reduce && (in.fold_above >= 0 || in.compacts_on_ranks)) {
-    // Where the fold could run, below it, and on MPI ranks (Cluster::CompactsGradients):
-    // weights, the reduced gradient (packed and unpacked), the optimizer slots and the
-    // compact all-reduce's bytes; a wave's words in the slots.
+  } else if (compact_all_reduce && in.compacts_in_waves) {
+    // Cluster::CompactsGradients: weights, the reduced gradient (packed and unpacked),
+    // the optimizer slots and the compact all-reduce's bytes; a wave's words in the
+    // slots.
     e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + compact_bytes;
     e.replicas_bytes = e.per_replica_bytes * n + std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * words;
   } else {

@@ -39,14 +39,12 @@ struct RunMemoryInput {
   bool mpi_rank = false;              // the process is one MPI rank: `replicas` are its share
   bool exact = false;                 // exact mode: accumulator words per replica
   /// Exact mode's compact all-reduce (--exact-all-reduce compact): its buffers per
-  /// replica; below fold_above, where the fold could run, the replicas compute in
-  /// waves and keep only their encoded gradients (Cluster::CompactsGradients).
+  /// replica.
   bool compact = false;
-  /// On MPI ranks (a worker group, which never folds): this rank's replicas compute in
-  /// waves of fold_wave and keep only their encoded gradients, whatever their count,
-  /// and the compact all-reduce runs even for one replica a rank
-  /// (Cluster::CompactsGradients).
-  bool compacts_on_ranks = false;
+  /// Where the fold does not run, the replicas compute in waves of fold_wave and keep
+  /// only their encoded gradients (Cluster::MayCompactGradients): from 2 replicas
+  /// on, and on an MPI rank from 1 (the cluster has the other ranks' too).
+  bool compacts_in_waves = false;
   bool accumulating = false;      // gradient accumulation: one more gradient (or words) per replica
   bool central_storage = false;   // one more copy of weights and slots on the host
   std::int64_t global_batch = 1;  // examples gathered per step (the whole optimizer step's)

@@ -259,8 +259,8 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   input.compact = config.cluster.exact_all_reduce == ExactAllReduce::kCompact;
   if (Cluster::CanFold(config.cluster, model, config.worker_group != nullptr))
     input.fold_above = config.cluster.fold_above, input.fold_wave = Cluster::FoldWave();
-  if (config.worker_group != nullptr && Cluster::CompactsGradients(config.cluster, model, true))
-    input.compacts_on_ranks = true, input.fold_wave = Cluster::FoldWave();
+  if (Cluster::MayCompactGradients(config.cluster, model))
+    input.compacts_in_waves = true, input.fold_wave = Cluster::FoldWave();
   return input;
 }
 

@@ -12,9 +12,11 @@ SMALL="$DTLAB_SOURCE_DIR/tests/bad_inputs/files/valid"  # 20 images
 RUN=(--no-progress --threads 2)
 
 # (1) Exact mode: 4 x 16 against 1 x 64 on Fashion-MNIST, checkpoints after steps 5 and 10.
+# 40 replicas compute in waves (16 slots on 2 cores), each keeping its micro-batch
+# sum encoded (docs/cluster.md, "Compact gradients in waves"), most of them empty.
 EXACT=(--math exact --steps 10 --checkpoint-every 5 --check-reference --json)
 expect_exit 0 one_step -- "$DTLAB" train "${RUN[@]}" "${EXACT[@]}" --global-batch 64 --checkpoint-dir "$WORK/one_step"
-for replicas in 1 4; do
+for replicas in 1 4 40; do
   name=accumulated_$replicas
   expect_exit 0 $name -- "$DTLAB" train "${RUN[@]}" "${EXACT[@]}" --replicas $replicas --global-batch 16 \
     --accumulation-steps 4 --checkpoint-dir "$WORK/$name"

@@ -253,6 +253,45 @@ TEST(CompactExact, DecidesTiesCancellationAndTheEdgesOfTheRange) {
   EXPECT_EQ(outcome.stats.full_values, 0);
 }
 
+// CompactGradient::AddTo, as gradient accumulation uses it: adding an encoding to
+// words gives the words of adding the words it encodes, for windows, deep values
+// (bits far below their block's bound), whole blocks (a non-finite term), huge
+// values and zeros.
+TEST(CompactExact, AnEncodingAddsAsItsWords) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> exponent(-20, 10), pick(0, 19);
+  std::uniform_real_distribution<float> significand(-2.0f, 2.0f);
+  const std::int64_t count = 200;
+  auto draw_words = [&] {
+    std::vector<std::int64_t> words(static_cast<std::size_t>(count * kExactWords), 0);
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (pick(rng) == 0) continue;  // zero
+      for (int k = 0; k < 3; ++k)
+        ExactAddProduct(words.data() + i * kExactWords, std::ldexp(significand(rng), exponent(rng)),
+                        std::ldexp(significand(rng), exponent(rng)));
+    }
+    return words;
+  };
+  std::vector<std::int64_t> encoded_words = draw_words(), words = draw_words();
+  ExactAddDouble(encoded_words.data() + 7 * kExactWords, std::ldexp(1.0, -298));                      // deep
+  ExactAddDouble(encoded_words.data() + 40 * kExactWords, std::numeric_limits<double>::quiet_NaN());  // block 1 whole
+  ExactAddDouble(encoded_words.data() + 41 * kExactWords, std::ldexp(1.0, 140));
+  ExactAddDouble(encoded_words.data() + 70 * kExactWords, std::numeric_limits<double>::infinity());  // block 2 whole
+  ExactAddDouble(words.data() + 71 * kExactWords, -std::numeric_limits<double>::infinity());
+  CompactGradient g;
+  std::vector<std::int64_t> copy = encoded_words;
+  g.Encode(copy);
+  ASSERT_TRUE(g.IsDeep(7) && g.IsDeep(40) && g.IsDeep(70));
+  ASSERT_LT(g.deep_index.size(), static_cast<std::size_t>(count / 2));  // most values are windows
+  std::vector<std::int64_t> expected = words;
+  for (std::int64_t i = 0; i < count; ++i)
+    ExactMerge(expected.data() + i * kExactWords, encoded_words.data() + i * kExactWords);
+  g.AddTo(words);
+  ExactNormalizeAll(words);
+  ExactNormalizeAll(expected);
+  EXPECT_EQ(words, expected);
+}
+
 TEST(CompactExact, RandomValuesOfEveryMagnitude) {
   // Each value a sum of a few floats or products drawn over the whole exponent range,
   // with signs mixed so that replicas cancel one another.

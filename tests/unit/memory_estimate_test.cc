@@ -147,22 +147,31 @@ TEST(MemoryEstimate, TheFoldedReductionHoldsOneWaveOfGradients) {
   }
 }
 
-// Exact mode's compact all-reduce: where the fold could run, each replica holds its
-// encoded gradient (16 bytes per value, a bound and a mask per 32 values), a 7-byte
-// field per value and a float per 32 values to send, and the float state, with one
-// wave's words in the slots; elsewhere it keeps its words and adds the encoding. One
-// replica sends nothing and keeps the words alone.
+// Exact mode's compact all-reduce: where the replicas compute in waves, each replica
+// holds its encoded gradient (16 bytes per value, a bound and a mask per 32 values),
+// a 7-byte field per value and a float per 32 values to send, and the float state,
+// with one wave's words in the slots (with gradient accumulation too: the encoding
+// holds the sum); elsewhere it keeps its words and adds the encoding. One replica
+// sends nothing and keeps the words alone.
 TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
   RunMemoryInput input = Input(64);
   input.exact = true;
   input.compact = true;
   input.fold_above = 256;
+  input.compacts_in_waves = true;
   input.fold_wave = 16;
   const double words = 1000.0 * kExactWords * 8, compact = 1000.0 * (16 + 7 + 10.0 / 32);
   const MemoryEstimate waves = EstimateRunMemory(input);
   EXPECT_DOUBLE_EQ(waves.per_replica_bytes, 1000.0 * 4 * 5 + compact);  // weights, 2 slots, the reduced gradient twice
   EXPECT_DOUBLE_EQ(waves.replicas_bytes, 64 * waves.per_replica_bytes + 16 * words);
-  input.fold_above = -1;  // where the fold cannot run: the words, then their encoding
+  input.accumulating = true;
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).replicas_bytes, waves.replicas_bytes);
+  input.accumulating = false;
+  input.fold_above = -1;  // no fold (accumulation, or MPI ranks): waves at any count
+  input.replicas = 300;
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).replicas_bytes, 300 * waves.per_replica_bytes + 16 * words);
+  input.replicas = 64;
+  input.compacts_in_waves = false;  // where the replicas cannot compute in waves: the words, then their encoding
   EXPECT_DOUBLE_EQ(EstimateRunMemory(input).per_replica_bytes, 1000.0 * 4 * 5 + words + compact);
   input.compact = false;
   const MemoryEstimate plain = EstimateRunMemory(input);
@@ -171,16 +180,13 @@ TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
   input.compact = true;
   input.replicas = 1;
   EXPECT_DOUBLE_EQ(EstimateRunMemory(input).per_replica_bytes, plain.per_replica_bytes);
-  // On MPI ranks a rank's replicas compute in waves at any count (no fold), and one
-  // replica a rank still sends: its encoding, and its words in the wave's slot.
-  input.compacts_on_ranks = true;
+  // One replica on an MPI rank still sends (the cluster has the other ranks'): its
+  // encoding, and its words in the wave's slot.
+  input.mpi_rank = true;
+  input.compacts_in_waves = true;
   const MemoryEstimate one = EstimateRunMemory(input);
   EXPECT_DOUBLE_EQ(one.per_replica_bytes, waves.per_replica_bytes);
   EXPECT_DOUBLE_EQ(one.replicas_bytes, one.per_replica_bytes + words);
-  input.replicas = 300;
-  const MemoryEstimate many = EstimateRunMemory(input);
-  EXPECT_FALSE(many.folded);
-  EXPECT_DOUBLE_EQ(many.replicas_bytes, 300 * waves.per_replica_bytes + 16 * words);
 }
 
 TEST(MemoryEstimate, MaxMemoryLimitsThePeak) {
