@@ -5,10 +5,12 @@
 // coefficients of the rule in force; each replica adds the micro-batch's gradient to
 // its own sum, in micro-batch order (exact mode: its accumulator words, integer
 // addition; where the replicas compute in waves, Cluster::CompactsGradients, its
-// encoded gradient, decoded into the wave's slot and encoded again), and the replicas reduce once per optimizer step,
-// as Keras's TF backend does (its accumulators are per-replica variables, all-reduced only on the update step) and as
-// DDP's no_sync does. The regularization joins once per step under the global rule (the weights do not change inside a
-// step), with every micro-batch under keras (each micro-batch's loss holds it, and the update divides by K).
+// encoded gradient, added into the wave's slot and encoded again), and the replicas
+// reduce once per optimizer step, as Keras's TF backend does (its accumulators are
+// per-replica variables, all-reduced only on the update step) and as DDP's no_sync
+// does. The regularization joins once per step under the global rule (the weights do
+// not change inside a step), with every micro-batch under keras (each micro-batch's
+// loss holds it, and the update divides by K).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
