@@ -514,7 +514,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
                                                                      const std::vector<std::int64_t>& loss_batches,
                                                                      const std::vector<LossCode::LossScale>& scales,
                                                                      std::int64_t step, bool regularize,
-                                                                     StepResult& result, bool add_to_encoded) {
+                                                                     StepResult& result, bool adds_to_held) {
   constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
   const std::vector<std::int64_t>& offsets = layout.offsets;
   const std::vector<std::int64_t>& batch_sizes = layout.batch_sizes;
@@ -662,7 +662,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
       if (compacted_)
         tbb::parallel_for(wave_begin, wave_end, [&](std::int32_t r) {
           Replica& replica = *Local(r);
-          if (add_to_encoded) replica.compact.AddTo(slot(r).words);
+          if (adds_to_held) replica.compact.AddTo(slot(r).words);
           replica.compact.Encode(slot(r).words);
         });
     // With a dynamic loss scale a non-finite gradient is an overflow, which the
@@ -671,7 +671,7 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
       DTLAB_RETURN_IF_ERROR(
           CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
                                 [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }));
-    if (folded_) FoldWaveInto<Word>(wave_begin - first, wave_end - first);
+    if (folded_) FoldWaveInto<Word>(wave_begin - first, wave_end - first, adds_to_held);
   }
   result.folded = folded_;
 
@@ -684,18 +684,18 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
 }
 
 template <typename Word>
-void Cluster::FoldWaveInto(std::int32_t begin, std::int32_t end) {
+void Cluster::FoldWaveInto(std::int32_t begin, std::int32_t end, bool adds_to_held) {
   // Fast mode: naive's arithmetic ((g0 + g1) + g2) + ... in replica order, with
   // CombineRange as every transport runs it, so the sum has the naive all-reduce's
   // bits whatever the wave's size; exact mode: integer addition of the words, in any
-  // order the same words.
+  // order the same words (and an accumulated step's later micro-batches add to it).
   constexpr bool kExact = std::is_same_v<Word, std::int64_t>;
   Word* sum;
   if constexpr (kExact)
     sum = folded_words_.data();
   else
     sum = replicas_[0].flat.data();
-  const bool starts = begin == 0;
+  const bool starts = begin == 0 && !adds_to_held;
   const bool mean = !kExact && config_.mean_across_replicas() && end == static_cast<std::int32_t>(replicas_.size());
   const auto wave = static_cast<std::size_t>(slots_.size());
   // The sum and the wave's gradients as pieces of the flat parameter vector: one

@@ -196,10 +196,12 @@ class Cluster final : public TrainingEngine {
     return config.replicas > config.fold_above && CanFold(config, model, worker_group);
   }
   /// FoldsReduction's conditions but the replica count: the replicas compute in waves
-  /// (ComputesInWaves), in one process, with no gradient accumulation (a replica's
-  /// micro-batch sum would need a buffer of its own).
+  /// (ComputesInWaves), in one process, and gradient accumulation only in exact mode
+  /// (the fold then sums every micro-batch's words too, in any order the same words;
+  /// fast mode's replicas each sum their micro-batches first, in float).
   static bool CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
-    return !worker_group && !config.accumulation.on() && ComputesInWaves(config, model);
+    return !worker_group && (!config.accumulation.on() || config.math == MathMode::kExact) &&
+           ComputesInWaves(config, model);
   }
   /// Whether the replicas may compute in waves of slots, none holding a gradient
   /// buffer of its own: mirrored variables, and none of injected faults, a dynamic
@@ -216,8 +218,8 @@ class Cluster final : public TrainingEngine {
   /// True when exact mode's compact all-reduce reads the replicas' gradients encoded
   /// (CompactGradient, about 16 bytes per value) instead of their accumulator words:
   /// MayCompactGradients, several replicas, and no fold (in one process up to
-  /// config.fold_above replicas, or any count with gradient accumulation; on MPI
-  /// ranks, which never fold, any count). The replicas then compute in waves, as
+  /// config.fold_above replicas; on MPI ranks, which never fold, any count). The
+  /// replicas then compute in waves, as
   /// folded ones do, and each keeps only its encoding (with accumulation, of its
   /// micro-batches' sum so far).
   static bool CompactsGradients(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
@@ -307,9 +309,9 @@ class Cluster final : public TrainingEngine {
   // returns every replica's loss sum (shared across workers). `loss_batches[r]` is
   // the local batch replica r's loss code sees (its layout.batch_sizes[r] in a plain step):
   // an empty replica's loss is NaN only where that is empty. Where the cluster
-  // compacts (CompactsGradients), each replica's encoding becomes its gradient, or,
-  // with `add_to_encoded` (a later micro-batch of an accumulated step), the sum of
-  // its gradient and the encoding it held. ReducedLoss:
+  // compacts (CompactsGradients), each replica's encoding becomes its gradient, and
+  // where it folds, the sum of the waves; with `adds_to_held` (a later micro-batch of
+  // an accumulated step), each is added to what it held. ReducedLoss:
   // strategy.reduce of the replicas' losses. ReduceGradients: the collective of the
   // `flat`/`words` buffers, rounded once in exact mode.
   template <typename Word>
@@ -317,7 +319,7 @@ class Cluster final : public TrainingEngine {
                                                               const std::vector<std::int64_t>& loss_batches,
                                                               const std::vector<LossCode::LossScale>& scales,
                                                               std::int64_t step, bool regularize, StepResult& result,
-                                                              bool add_to_encoded = false);
+                                                              bool adds_to_held = false);
   template <typename LossSum>
   float ReducedLoss(const std::vector<LossSum>& sums, const std::vector<float>& replica_losses) const;
   template <typename Word>
@@ -352,10 +354,11 @@ class Cluster final : public TrainingEngine {
   Status CheckReplicaGradients(std::int64_t step, const std::vector<std::int64_t>& offsets, std::int32_t begin,
                                std::int32_t end, const std::function<const GradientSlot&(std::int32_t)>& slot);
   // The folded reduction: adds the gradients of the wave's replicas [begin, end)
-  // (their slots_, in replica order) to the sum; the first wave starts it, the last
-  // divides a fast-mode MEAN.
+  // (their slots_, in replica order) to the sum; the first wave starts it (unless
+  // `adds_to_held`: an exact accumulated step's later micro-batch), the last divides
+  // a fast-mode MEAN.
   template <typename Word>
-  void FoldWaveInto(std::int32_t begin, std::int32_t end);
+  void FoldWaveInto(std::int32_t begin, std::int32_t end, bool adds_to_held);
   // The optimizer update with the reduced gradient (CentralStorage: on the host,
   // then broadcast); Runtime if it made a variable non-finite.
   // The optimizer step after the collective; with a dynamic loss scale, each

@@ -5,12 +5,13 @@
 // coefficients of the rule in force; each replica adds the micro-batch's gradient to
 // its own sum, in micro-batch order (exact mode: its accumulator words, integer
 // addition; where the replicas compute in waves, Cluster::CompactsGradients, its
-// encoded gradient, added into the wave's slot and encoded again), and the replicas
-// reduce once per optimizer step, as Keras's TF backend does (its accumulators are
-// per-replica variables, all-reduced only on the update step) and as DDP's no_sync
-// does. The regularization joins once per step under the global rule (the weights do
-// not change inside a step), with every micro-batch under keras (each micro-batch's
-// loss holds it, and the update divides by K).
+// encoded gradient, added into the wave's slot and encoded again; where the exact
+// cluster folds, one folded sum takes every replica's micro-batches), and the
+// replicas reduce once per optimizer step, as Keras's TF backend does (its
+// accumulators are per-replica variables, all-reduced only on the update step) and
+// as DDP's no_sync does. The regularization joins once per step under the global
+// rule (the weights do not change inside a step), with every micro-batch under keras
+// (each micro-batch's loss holds it, and the update divides by K).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -90,10 +91,12 @@ StatusOr<float> Cluster::AccumulateGroup(const ImageDataset& data, std::span<con
     StepResult micro;
     micro.replica_losses.assign(replicas, 0.0f);
     // Each local replica adds this micro-batch's gradient to its sum: its words', or,
-    // where the cluster compacts, its encoding's (ComputeReplicas adds it there).
+    // where the cluster compacts, its encoding's, and where it folds, the one sum
+    // (ComputeReplicas adds to those two).
     DTLAB_ASSIGN_OR_RETURN(const auto sums,
                            ComputeReplicas<Word>(layout, loss_batches, scales, step, keras || k == 0, micro, k > 0));
-    if (!compacted_)
+    result.folded = micro.folded;
+    if (!compacted_ && !folded_)
       tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t local) {
         Replica& replica = replicas_[local];
         if constexpr (kExact)
@@ -128,7 +131,7 @@ StatusOr<float> Cluster::AccumulateGroup(const ImageDataset& data, std::span<con
   tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t local) {
     Replica& replica = replicas_[local];
     if constexpr (kExact) {
-      if (compacted_) return;  // the encodings hold the sums
+      if (compacted_ || folded_) return;  // the encodings, or the folded words, hold the sums
       replica.words.swap(replica.accumulated_words);
       ExactNormalizeAll(replica.words);  // K sums of normalized words: back to the form the collective takes
     } else {

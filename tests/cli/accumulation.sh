@@ -13,7 +13,8 @@ RUN=(--no-progress --threads 2)
 
 # (1) Exact mode: 4 x 16 against 1 x 64 on Fashion-MNIST, checkpoints after steps 5 and 10.
 # 40 replicas compute in waves (16 slots on 2 cores), each keeping its micro-batch
-# sum encoded (docs/cluster.md, "Compact gradients in waves"), most of them empty.
+# sum encoded (docs/cluster.md, "Compact gradients in waves"), most of them empty;
+# folded, one sum takes them all.
 EXACT=(--math exact --steps 10 --checkpoint-every 5 --check-reference --json)
 expect_exit 0 one_step -- "$DTLAB" train "${RUN[@]}" "${EXACT[@]}" --global-batch 64 --checkpoint-dir "$WORK/one_step"
 for replicas in 1 4 40; do
@@ -22,6 +23,13 @@ for replicas in 1 4 40; do
     --accumulation-steps 4 --checkpoint-dir "$WORK/$name"
   check_json $name "d['steps'] == 10 and d['accumulation_steps'] == 4 and d['step_batch_size'] == 64 and d['global_batch_size'] == 16 and d['reference_check']['bitwise_equal'] and d['reference_check']['steps_checked'] == 10"
   for step in 5 10; do expect_same_file "$WORK/one_step/ckpt-$step.safetensors" "$WORK/$name/ckpt-$step.safetensors"; done
+done
+# Folded above 8 replicas: one sum takes every replica's micro-batches (exact mode).
+expect_exit 0 accumulated_folded -- "$DTLAB" train "${RUN[@]}" "${EXACT[@]}" --replicas 40 --fold-above 8 \
+  --global-batch 16 --accumulation-steps 4 --checkpoint-dir "$WORK/accumulated_folded"
+check_json accumulated_folded "d['folded_reduction'] and d['reference_check']['bitwise_equal'] and d['reference_check']['steps_checked'] == 10"
+for step in 5 10; do
+  expect_same_file "$WORK/one_step/ckpt-$step.safetensors" "$WORK/accumulated_folded/ckpt-$step.safetensors"
 done
 # The same with a model that has Dropout: an example's mask is keyed by its data set
 # index and the optimizer step, so it is the same in micro-batch k of a step as in the
