@@ -456,7 +456,42 @@ TEST(FoldedReduction, OnlyWhereTheStrategyTakesIt) {
   EXPECT_FALSE(Cluster::FoldsReduction(scaled, *setup.model, false));
   ClusterConfig accumulating = config;
   accumulating.accumulation.steps = 2;
-  EXPECT_FALSE(Cluster::FoldsReduction(accumulating, *setup.model, false));
+  EXPECT_FALSE(Cluster::FoldsReduction(accumulating, *setup.model, false));  // fast: each replica's float sum
+  accumulating.math = MathMode::kExact;  // exact: the fold adds every micro-batch's words
+  EXPECT_TRUE(Cluster::FoldsReduction(accumulating, *setup.model, false));
+}
+
+// Exact mode's replicas keep their encodings (compute in waves) wherever the fold
+// does not run and the waves can: below the fold, on MPI ranks at any count, and
+// with gradient accumulation; not with the words all-reduce, in fast mode, on one
+// replica (nothing to send) or with the variables on the host.
+TEST(FoldedReduction, CompactedBelowTheFoldOnRanksAndWithAccumulation) {
+  Lab setup("linear", 4, 8, 1);
+  ClusterConfig config;
+  config.strategy = StrategyKind::kMirrored;
+  config.math = MathMode::kExact;
+  config.replicas = 4;
+  config.fold_above = 2;
+  EXPECT_FALSE(Cluster::CompactsGradients(config, *setup.model, false));  // folded
+  EXPECT_TRUE(Cluster::CompactsGradients(config, *setup.model, true));    // MPI ranks never fold
+  config.fold_above = 4;
+  EXPECT_TRUE(Cluster::CompactsGradients(config, *setup.model, false));
+  ClusterConfig accumulating = config;
+  accumulating.accumulation.steps = 3;
+  EXPECT_TRUE(Cluster::CompactsGradients(accumulating, *setup.model, false));
+  EXPECT_TRUE(Cluster::CompactsGradients(accumulating, *setup.model, true));
+  ClusterConfig words = config;
+  words.exact_all_reduce = ExactAllReduce::kWords;
+  EXPECT_FALSE(Cluster::CompactsGradients(words, *setup.model, true));
+  ClusterConfig fast = config;
+  fast.math = MathMode::kFast;
+  EXPECT_FALSE(Cluster::CompactsGradients(fast, *setup.model, false));
+  ClusterConfig one = config;
+  one.replicas = 1;
+  EXPECT_FALSE(Cluster::CompactsGradients(one, *setup.model, false));
+  ClusterConfig host = config;
+  host.strategy = StrategyKind::kCentralStorage;
+  EXPECT_FALSE(Cluster::CompactsGradients(host, *setup.model, true));
 }
 
 // Results never depend on the thread count or the chunk size in exact mode.
