@@ -187,8 +187,8 @@ std::vector<RunOption> MakeTable() {
        .read = [](R s) -> Read { return AsInt(s.config.cluster.fold_above); }},
       {.group = kCluster, .flag = "exact-all-reduce", .key = "cluster.exact_all_reduce", .type = kName,
        .default_text = "compact",
-       .help = "how exact mode all-reduces its gradients: compact (about one int64 word per value; docs/exact.md) "
-               "or words (every value's 19 accumulator words); the same bits",
+       .help = "how exact mode all-reduces its gradients: compact (about 7 bytes per value, and the replicas keep "
+               "their gradients encoded; docs/exact.md) or words (every value's 19 accumulator words); the same bits",
        .apply = [](V v, S s) { return SetName(v, ParseExactAllReduce, s.config.cluster.exact_all_reduce); },
        .read = [](R s) -> Read { return AsText(ExactAllReduceName(s.config.cluster.exact_all_reduce)); }},
       {.group = kCluster, .flag = "strategy", .key = "cluster.strategy", .type = kName, .default_text = "one_device",
