@@ -201,9 +201,7 @@ int ReportDryRun(const TrainConfig& config, const DryRunReport& dry, std::FILE* 
     std::fprintf(human, "  already held (data set, code)   %s\n", BytesText(dry.resident_bytes).c_str());
     // On MPI ranks, each rank's estimate is of its own replicas (--replicas-per-worker).
     const std::string share =
-        config.worker_group != nullptr
-            ? ", this rank's " + std::to_string(config.cluster.replicas / config.worker_group->size())
-            : "";
+        config.worker_group != nullptr ? ", this rank's " + std::to_string(config.cluster.replicas_per_worker()) : "";
     std::fprintf(human, "  replicas                        %s (%s each%s)\n", BytesText(m.replicas_bytes).c_str(),
                  BytesText(m.per_replica_bytes).c_str(), share.c_str());
     std::fprintf(human, "  a step's batch and workspaces   %s\n", BytesText(m.batch_bytes).c_str());

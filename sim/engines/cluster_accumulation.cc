@@ -95,7 +95,6 @@ StatusOr<float> Cluster::AccumulateGroup(const ImageDataset& data, std::span<con
     // (ComputeReplicas adds to those two).
     DTLAB_ASSIGN_OR_RETURN(const auto sums,
                            ComputeReplicas<Word>(layout, loss_batches, scales, step, keras || k == 0, micro, k > 0));
-    result.folded = micro.folded;
     if (!compacted_ && !folded_)
       tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t local) {
         Replica& replica = replicas_[local];
@@ -148,6 +147,7 @@ StatusOr<float> Cluster::AccumulateGroup(const ImageDataset& data, std::span<con
       result.replica_losses[r] = loss_sums[r];
     }
   }
+  result.folded = folded_;
   float loss = ReducedLoss(loss_sums, result.replica_losses);
   DTLAB_RETURN_IF_ERROR(ReduceGradients<Word>(step));
   if (keras) {

@@ -9,7 +9,9 @@
 //     (kExactWords x 8 bytes per value), and with gradient accumulation the
 //     running sum of the step's micro-batch gradients (a float or exact words per value);
 //     under the folded reduction only the weights and the slots, and the gradient
-//     buffers once per replica of a wave plus the sum;
+//     buffers once per replica of a wave plus the sum; where exact replicas compute
+//     in waves without it (compacts_in_waves), instead of the words (and their
+//     running sum) each replica's encoded gradient, and one wave's words;
 //   per run: the global batch gathered for the step (input values, loss, label,
 //     prediction per example), the per-thread workspaces (activations of a chunk of
 //     examples), and the message log of one step's collective, which holds one
@@ -45,7 +47,7 @@ struct RunMemoryInput {
   /// only their encoded gradients (Cluster::MayCompactGradients): from 2 replicas
   /// on, and on an MPI rank from 1 (the cluster has the other ranks' too).
   bool compacts_in_waves = false;
-  bool accumulating = false;      // gradient accumulation: one more gradient (or words) per replica
+  bool accumulating = false;      // gradient accumulation: one more gradient (or words) per replica, not in waves
   bool central_storage = false;   // one more copy of weights and slots on the host
   std::int64_t global_batch = 1;  // examples gathered per step (the whole optimizer step's)
   // For LargestReplicasThatFit: examples per replica per step when the global batch
