@@ -383,6 +383,12 @@ std::vector<std::size_t> BatchNormLayers(const Sequential<float>& model) {
   return layers;
 }
 
+bool HasSynchronizedBatchNorm(const Sequential<float>& model) {
+  for (const std::size_t l : BatchNormLayers(model))
+    if (static_cast<const BatchNormalization<float>&>(*model.layers()[l]).config().synchronized) return true;
+  return false;
+}
+
 void UpdateMovingStatistics(const Sequential<float>& model, std::span<const BatchNormStatistics> statistics,
                             ParameterList<float>& weights) {
   for (const std::size_t l : BatchNormLayers(model)) {

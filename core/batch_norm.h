@@ -101,6 +101,8 @@ void FinishBackwardSums(std::span<const std::int64_t> words, std::int64_t positi
 
 /// The model's BatchNormalization layers' indices, in layer order (empty: none).
 std::vector<std::size_t> BatchNormLayers(const Sequential<float>& model);
+/// Whether one of them is synchronized (its sums cross the replicas mid-pass).
+bool HasSynchronizedBatchNorm(const Sequential<float>& model);
 
 /// Keras's moving statistics update, in float, for every BatchNormalization layer
 /// whose statistics are ready: moving = moving * momentum + batch * (1 - momentum),

@@ -16,6 +16,7 @@
 #include <tbb/task_arena.h>
 
 #include "core/batch.h"
+#include "core/batch_norm.h"
 #include "core/loss.h"
 #include "sim/compute/device_backend.h"
 #include "sim/compute/parallel_update.h"
@@ -278,7 +279,10 @@ Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, st
 bool Cluster::ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model) {
   const bool mirrored = config.strategy == StrategyKind::kMirrored ||
                         config.strategy == StrategyKind::kMultiWorkerMirrored || config.strategy == StrategyKind::kTpu;
-  return mirrored && config.faults.empty() && !config.precision.dynamic_loss_scale && BatchNormLayers(model).empty();
+  // An unsynchronized BatchNormalization layer normalizes each replica by its own
+  // examples, so a wave's staged passes need no other replica; a synchronized one
+  // sums every replica's statistics in the middle of the passes.
+  return mirrored && config.faults.empty() && !config.precision.dynamic_loss_scale && !HasSynchronizedBatchNorm(model);
 }
 
 std::int32_t Cluster::FoldWave() {
@@ -605,7 +609,16 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
     }
     DTLAB_RETURN_IF_ERROR(computed);
     DTLAB_RETURN_IF_ERROR(batch_norm_status_);
-    if (runner_.has_batch_norm()) DTLAB_RETURN_IF_ERROR(CollectiveStatus("all_reduce/batch_norm", step));
+    if (runner_.has_batch_norm()) {
+      DTLAB_RETURN_IF_ERROR(CollectiveStatus("all_reduce/batch_norm", step));
+      // The runner holds the last call's statistics, one segment per replica of the
+      // wave: each replica keeps its own for the update.
+      for (std::int32_t r = wave_begin; r < wave_end; ++r) {
+        const std::span<const BatchNormStatistics> own =
+            runner_.batch_norm_statistics(static_cast<std::size_t>(r - wave_begin));
+        Local(r)->batch_norm.assign(own.begin(), own.end());
+      }
+    }
 
     // Per replica: its loss with its share of the regularization (the loss code's),
     // the same share of the regularization gradient, and its gradient ready for the
@@ -912,7 +925,7 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
       // from its own batch's statistics (Keras's variables are MirroredVariables with
       // aggregation NONE), so unsynchronized layers leave the copies different, and
       // replica 0's is the one read and checkpointed, as in TensorFlow.
-      if (runner_.has_batch_norm()) UpdateMovingStatistics(model_, runner_.batch_norm_statistics(k), replica.params);
+      if (runner_.has_batch_norm()) UpdateMovingStatistics(model_, replica.batch_norm, replica.params);
     });
   }
   const std::string where = "step " + std::to_string(step) + ": ";

@@ -169,6 +169,9 @@ class Cluster final : public TrainingEngine {
   /// The variables every replica computes with (replica 0's copy; the host copy for
   /// CentralStorage).
   const ParameterList<float>& variables() const override;
+  /// This process's k-th replica's own copy of the variables (its moving statistics
+  /// included). REQUIRES: k < the replicas this process holds.
+  const ParameterList<float>& replica_variables(std::size_t k) const { return replicas_[k].params; }
   /// True when every replica's copy of the trainable variables is bitwise equal.
   /// Non-trainable ones (BatchNormalization's moving statistics) are each replica's
   /// own, as in TensorFlow, and differ under an unsynchronized layer.
@@ -191,7 +194,8 @@ class Cluster final : public TrainingEngine {
   /// folded reduction: more than config.fold_above replicas in one process (no worker
   /// group), mirrored variables (mirrored, multi_worker_mirrored, tpu), and none of
   /// what needs every replica's own gradient buffer at once: injected faults, a
-  /// dynamic loss scale, gradient accumulation, BatchNormalization's staged passes.
+  /// dynamic loss scale, gradient accumulation in fast mode, a synchronized
+  /// BatchNormalization layer (it sums every replica's statistics mid-pass).
   static bool FoldsReduction(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
     return config.replicas > config.fold_above && CanFold(config, model, worker_group);
   }
@@ -205,7 +209,8 @@ class Cluster final : public TrainingEngine {
   }
   /// Whether the replicas may compute in waves of slots, none holding a gradient
   /// buffer of its own: mirrored variables, and none of injected faults, a dynamic
-  /// loss scale or BatchNormalization's staged passes.
+  /// loss scale or a synchronized BatchNormalization layer. (An unsynchronized one
+  /// normalizes each replica by its own batch: a wave's staged passes need no other.)
   static bool ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model);
   bool folded() const { return folded_; }
   /// Whether exact mode's compact all-reduce of a cluster of `config` for `model`
@@ -251,6 +256,9 @@ class Cluster final : public TrainingEngine {
     // Exact mode's compact all-reduce, where the cluster compacts (CompactsGradients):
     // the replica's gradient, encoded after its wave.
     CompactGradient compact;
+    // BatchNormalization: the statistics of the replica's own batch this step, per
+    // layer, kept from its wave's passes for the update of its moving statistics.
+    std::vector<BatchNormStatistics> batch_norm;
   };
   // One step's (or micro-batch's) examples, gathered into images_ and labels_.
   struct StepLayout {

@@ -59,14 +59,21 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   const double batch = static_cast<double>(std::max<std::int64_t>(in.global_batch, 0));
   e.batch_bytes = batch * (static_cast<double>(in.example_values) * f + 4 * 8.0);
   // Workspaces: activations and their gradients for a chunk, per running task; in a
-  // staged step (BatchNormalization), for every example of the step.
+  // staged step (BatchNormalization), for every example of a call's passes: the
+  // step's, or a wave's where the replicas compute in waves.
   const double workspace_examples = static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1)) *
                                     static_cast<double>(std::max<std::int64_t>(in.threads, 1));
+  const bool waves = folded || (in.compacts_in_waves && (in.replicas > 1 || in.mpi_rank));
+  const double wave = waves ? std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) : n;
+  const double per_replica =
+      in.batch_per_replica > 0 ? static_cast<double>(in.batch_per_replica) : std::ceil(batch / n);
+  const double staged_examples = waves ? std::min(batch, wave * per_replica) : batch;
   e.batch_bytes += 2.0 * static_cast<double>(in.activation_values_per_example) * f *
-                   (in.staged ? std::max(workspace_examples, batch) : workspace_examples);
+                   (in.staged ? std::max(workspace_examples, staged_examples) : workspace_examples);
   if (in.staged) {  // the statistics' words: per chunk (at most one per replica more than a full split) and replica
-    const double chunks = std::ceil(batch / static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1))) + n;
-    e.batch_bytes += static_cast<double>(in.batch_norm_words) * sizeof(std::int64_t) * (chunks + n);
+    const double chunks =
+        std::ceil(staged_examples / static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1))) + wave;
+    e.batch_bytes += static_cast<double>(in.batch_norm_words) * sizeof(std::int64_t) * (chunks + wave);
   }
   // The compact all-reduce's two rounds: two collectives' messages.
   const double rounds = compact_all_reduce ? 2.0 : 1.0;

@@ -59,7 +59,8 @@ struct RunMemoryInput {
   std::int64_t chunk_size = 16;                    // examples per task (sim/compute/batch_runner.h)
   std::int64_t threads = 1;                        // tasks running at once
   /// A model with BatchNormalization: a training step runs in stages, and every chunk
-  /// keeps its workspace for the whole step (sim/compute/batch_runner_staged.cc).
+  /// keeps its workspace for the whole call (sim/compute/batch_runner_staged.cc): the
+  /// step's, or one wave's where the replicas compute in waves.
   bool staged = false;
   /// A staged step's statistics: the largest BatchNormalization layer's words
   /// (BatchNormWords), held per chunk and per replica while that layer is summed.

@@ -2,8 +2,9 @@
 # (tests/models/) train on 4 mirrored replicas with --check-reference in fast mode
 # (within the bound) and in exact mode (bitwise, and the checkpoint byte-identical to
 # one device's), Dropout and synchronized BatchNormalization included; TF's per-replica
-# dropout streams and unsynchronized BatchNormalization fail the check, naming the layer; a checkpoint of a file model evaluates and resumes without the file
-# where it was; scenario files read a model path relative to themselves; files dtlab
+# dropout streams and unsynchronized BatchNormalization fail the check, naming the layer,
+# and the unsynchronized layer's replicas compute in waves with the same checkpoint; a
+# checkpoint of a file model evaluates and resumes without the file where it was; scenario files read a model path relative to themselves; files dtlab
 # does not support exit 2 naming the layer, its index and what is supported; the
 # built-in models keep their names.
 . "$(dirname "$0")/lib.bash"
@@ -50,6 +51,25 @@ for math in fast exact; do
 done
 # One replica: nothing to differ from.
 train 0 bn-unsynchronized-one --model "$MODELS/batch_norm_cnn_unsynchronized.json" --check-reference --math exact
+# Unsynchronized, each replica's passes need no other's: 20 replicas compute in waves
+# (exact mode's compacted gradients, and the fold in both modes) and give the
+# checkpoint of all of them at once (exact: the words' all-reduce; fast: naive's).
+waves() {
+  local name=$1; shift
+  train 0 "bn-waves-$name" --model "$MODELS/batch_norm_cnn_unsynchronized.json" --strategy mirrored --replicas 20 \
+    --batch-per-replica 1 --checkpoint-dir "$WORK/bn-waves-$name" --checkpoint-every 2 "$@"
+}
+waves exact-words --math exact --exact-all-reduce words
+waves exact-compacted --math exact
+waves exact-folded --math exact --fold-above 8
+check_json bn-waves-exact-folded "d['folded_reduction'] and d['exact_all_reduce'] == 'compact'"
+waves fast-naive --all-reduce naive
+waves fast-folded --all-reduce naive --fold-above 8
+check_json bn-waves-fast-folded "d['folded_reduction']"
+for name in exact-compacted exact-folded; do
+  expect_same_file "$WORK/bn-waves-exact-words/ckpt-2.safetensors" "$WORK/bn-waves-$name/ckpt-2.safetensors"
+done
+expect_same_file "$WORK/bn-waves-fast-naive/ckpt-2.safetensors" "$WORK/bn-waves-fast-folded/ckpt-2.safetensors"
 # What BatchNormalization does not run with yet: exit 2, saying what to change.
 bn_refused() {
   local name=$1 text=$2; shift 2

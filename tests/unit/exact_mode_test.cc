@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "core/batch.h"
+#include "core/batch_norm.h"
 #include "core/loss.h"
 #include "core/metrics.h"
 #include "core/mnist.h"
@@ -492,6 +493,71 @@ TEST(FoldedReduction, CompactedBelowTheFoldOnRanksAndWithAccumulation) {
   ClusterConfig host = config;
   host.strategy = StrategyKind::kCentralStorage;
   EXPECT_FALSE(Cluster::CompactsGradients(host, *setup.model, true));
+}
+
+// An unsynchronized BatchNormalization layer normalizes each replica by its own
+// batch, so its replicas compute in waves (a synchronized one sums every replica's
+// statistics mid-pass, and keeps them all at once). Over two steps of 40 replicas
+// (the second with ten empty ones, whose statistics are NaN), with 1 and 8 threads:
+// exact mode's compacted waves and fold give the words' bits, fast mode's fold the
+// naive all-reduce's, and every replica's own moving statistics are the same as
+// when all replicas computed at once.
+TEST(FoldedReduction, UnsynchronizedBatchNormComputesInWaves) {
+  const std::string models = std::string(DTLAB_TEST_SOURCE_DIR) + "/tests/models/";
+  const ImageDataset data = MakeSyntheticDataset(100, 28, 28, 10, 5);
+  const auto model =
+      std::move(MakeModel<float>(models + "batch_norm_cnn_unsynchronized.json", {28, 28, 1}, 10)).value();
+  const auto synchronized = std::move(MakeModel<float>(models + "batch_norm_cnn.json", {28, 28, 1}, 10)).value();
+  const ParameterList<float> initial = model->InitialParameters(5);
+  ClusterConfig base;
+  base.strategy = StrategyKind::kMirrored;
+  base.replicas = 40;
+  base.fold_above = 256;
+  EXPECT_TRUE(Cluster::ComputesInWaves(base, *model));
+  EXPECT_FALSE(Cluster::ComputesInWaves(base, *synchronized));
+  for (const MathMode math : {MathMode::kExact, MathMode::kFast}) {
+    struct Run {
+      ExactAllReduce exact_all_reduce;
+      std::int32_t fold_above;
+      int threads;
+    };
+    std::vector<Run> runs = {{ExactAllReduce::kWords, 256, 2}};  // fast mode: words are not read
+    for (const int threads : {1, 8}) {
+      if (math == MathMode::kExact) runs.push_back({ExactAllReduce::kCompact, 256, threads});
+      runs.push_back({ExactAllReduce::kCompact, 0, threads});
+    }
+    std::vector<std::vector<float>> results;
+    for (const Run& run : runs) {
+      tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(run.threads));
+      ClusterConfig config = base;
+      config.math = math;
+      config.all_reduce = math == MathMode::kExact ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kNaive;
+      config.exact_all_reduce = run.exact_all_reduce;
+      config.fold_above = run.fold_above;
+      auto cluster = std::move(Cluster::Create(*model, config, "adam", {}, initial, 4)).value();
+      ASSERT_EQ(cluster->folded(), run.fold_above == 0);
+      ASSERT_EQ(cluster->compacted(),
+                math == MathMode::kExact && run.exact_all_reduce == ExactAllReduce::kCompact && run.fold_above != 0);
+      std::vector<float> all;
+      for (std::int64_t step = 0; step < 2; ++step) {
+        const std::int64_t global_batch = step == 1 ? 30 : 70;
+        std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch));
+        std::iota(batch.begin(), batch.end(), step * 30);
+        ParameterList<float> reduced;
+        const StepResult r = std::move(cluster->TrainStep(data, SplitBatch(batch, global_batch, 40, RebatchRule::kV2),
+                                                          global_batch, 1e-3f, step, &reduced))
+                                 .value();
+        AppendStep(all, reduced, r.loss);
+      }
+      for (std::size_t k = 0; k < 40; ++k) {
+        const std::vector<float> v = Flatten(cluster->replica_variables(k));
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      results.push_back(std::move(all));
+    }
+    for (std::size_t k = 1; k < results.size(); ++k)
+      EXPECT_TRUE(SameBits(results[k], results[0])) << (math == MathMode::kExact ? "exact" : "fast") << " run " << k;
+  }
 }
 
 // Results never depend on the thread count or the chunk size in exact mode.
