@@ -51,13 +51,16 @@ for math in fast exact; do
 done
 # One replica: nothing to differ from.
 train 0 bn-unsynchronized-one --model "$MODELS/batch_norm_cnn_unsynchronized.json" --check-reference --math exact
-# Unsynchronized, each replica's passes need no other's: 20 replicas compute in waves
+# Unsynchronized, each replica's passes need no other's: 17 replicas compute in waves
 # (exact mode's compacted gradients, and the fold in both modes) and give the
 # checkpoint of all of them at once (exact: the words' all-reduce; fast: naive's).
+# A global batch of 20 gives some replicas 2 examples: one example alone would
+# normalize to the layer's offset in the dense layer's BatchNormalization, and no
+# gradient would reach the layers below it.
 waves() {
   local name=$1; shift
-  train 0 "bn-waves-$name" --model "$MODELS/batch_norm_cnn_unsynchronized.json" --strategy mirrored --replicas 20 \
-    --batch-per-replica 1 --checkpoint-dir "$WORK/bn-waves-$name" --checkpoint-every 2 "$@"
+  train 0 "bn-waves-$name" --model "$MODELS/batch_norm_cnn_unsynchronized.json" --strategy mirrored --replicas 17 \
+    --global-batch 20 --checkpoint-dir "$WORK/bn-waves-$name" --checkpoint-every 2 "$@"
 }
 waves exact-words --math exact --exact-all-reduce words
 waves exact-compacted --math exact

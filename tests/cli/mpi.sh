@@ -54,6 +54,14 @@ for model in batch-norm-cnn batch-norm-cnn-unsynchronized; do
 done
 expect_exit 0 one_device_bn -- "$DTLAB" train --math exact --json --model "$MODELS/batch-norm-cnn.json" "${COMMON[@]}"
 expect_same_digest mpi_batch-norm-cnn one_device_bn
+# Unsynchronized, a rank's 17 replicas compute in waves (16 slots on 2 cores) and keep
+# their encoded gradients and their own statistics: the bits of one process's 34
+# replicas all at once (the words' all-reduce).
+WAVES=(--dataset "$DATA" --epochs 2 --global-batch 20 --no-progress --math exact --json
+  --model "$MODELS/batch-norm-cnn-unsynchronized.json")
+expect_exit 0 mpi_bn_waves -- mpi 2 --replicas-per-worker 17 "${WAVES[@]}"
+expect_exit 0 sim_bn_words -- "$DTLAB" train --replicas 34 --exact-all-reduce words "${WAVES[@]}"
+expect_same_digest mpi_bn_waves sim_bn_words
 
 # Ranks that hold more replicas than a wave (16 slots on 2 cores): exact mode's
 # replicas compute in waves and keep only their encoded gradients, as in one process
