@@ -205,11 +205,14 @@ int ReportDryRun(const TrainConfig& config, const DryRunReport& dry, std::FILE* 
     std::fprintf(human, "  replicas                        %s (%s each%s)\n", BytesText(m.replicas_bytes).c_str(),
                  BytesText(m.per_replica_bytes).c_str(), share.c_str());
     std::fprintf(human, "  a step's batch and workspaces   %s\n", BytesText(m.batch_bytes).c_str());
-    if (m.folded)
+    if (m.folded) {
       std::fprintf(human, "  one step's message log          none: gradients folded above %d replicas\n",
                    config.cluster.fold_above);
-    else
+      if (m.message_log_bytes > 0)  // the cost model prices the named collective once, from its schedule
+        std::fprintf(human, "  the collective's priced record  %s\n", BytesText(m.message_log_bytes).c_str());
+    } else {
       std::fprintf(human, "  one step's message log          %s\n", BytesText(m.message_log_bytes).c_str());
+    }
     if (dry.available)
       std::fprintf(human, "  available                       %s (%s); at most %d replica%s%s fit\n",
                    BytesText(dry.available->bytes).c_str(), dry.available->source.c_str(), dry.largest_replicas,

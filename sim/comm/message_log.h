@@ -23,6 +23,11 @@ struct Message {
   std::int64_t bytes = 0;
 };
 
+/// The most messages one collective's record may hold for the cost model to price
+/// a step from its schedules alone (sim/training/run_timing.cc): one record of
+/// 2n(n-1) messages at 4096 ring replicas would be 800 MB.
+inline constexpr double kMaxPricedMessages = 4e6;
+
 struct CollectiveRecord {
   std::string name;       // e.g. "all_reduce/ring", "broadcast/tree"
   std::int64_t step = 0;  // training step the collective belongs to

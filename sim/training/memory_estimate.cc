@@ -75,9 +75,16 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
         std::ceil(staged_examples / static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1))) + wave;
     e.batch_bytes += static_cast<double>(in.batch_norm_words) * sizeof(std::int64_t) * (chunks + wave);
   }
-  // The compact all-reduce's two rounds: two collectives' messages.
+  // The compact all-reduce's two rounds: two collectives' messages. A folded step
+  // sends none, but the cost model prices the collectives the run names once, from
+  // their schedules (sim/training/run_timing.cc), where one logs at most
+  // kMaxPricedMessages: their records, and a copy of the last while it is built
+  // (RecordSchedule returns its log's record).
   const double rounds = compact_all_reduce ? 2.0 : 1.0;
-  const double messages = folded ? 0.0 : rounds * in.all_reduce.info().log_messages(n);
+  const double collective_messages = in.all_reduce.info().log_messages(n);
+  const double messages = !folded                                     ? rounds * collective_messages
+                          : collective_messages <= kMaxPricedMessages ? (rounds + 1.0) * collective_messages
+                                                                      : 0.0;
   e.message_log_bytes = messages * sizeof(Message);
   e.total_bytes = e.replicas_bytes + e.batch_bytes + e.message_log_bytes;
   return e;

@@ -17,7 +17,9 @@
 //     examples), and the message log of one step's collective, which holds one
 //     record per message: as many as the algorithm's log_messages says
 //     (sim/comm/all_reduce_algorithm.h): 2n(n-1) for ring, direct and hierarchical,
-//     2n*ceil(log2 n) for halving_doubling, 2(n-1) for naive.
+//     2n*ceil(log2 n) for halving_doubling, 2(n-1) for naive; folded, none, but
+//     the cost model's record of the collective it prices once from its schedule
+//     (and a copy while it is built), where one has at most kMaxPricedMessages.
 // It is an estimate (containers round up, the allocator has overhead), so the
 // refusal uses it only to stop runs that are far out of reach.
 //
@@ -80,7 +82,7 @@ struct MemoryEstimate {
   double batch_bytes = 0;        // the gathered global batch and the workspaces
   double message_log_bytes = 0;  // one step's collective record
   double total_bytes = 0;
-  bool folded = false;  // the folded reduction sums the gradients (no message log)
+  bool folded = false;  // the folded reduction sums the gradients (no message log; the priced schedule's record)
 };
 
 MemoryEstimate EstimateRunMemory(const RunMemoryInput& input);

@@ -29,16 +29,14 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
   const ClusterConfig& cluster = config.cluster;
   const std::int32_t n = std::max(cluster.replicas, 1);
   PricedCollectives priced;
-  // One record of 2n(n-1) messages at 4096 ring replicas is 800 MB: price the
-  // step only while its record stays small.
-  constexpr double kMaxMessages = 4e6;
+  // Price the step only while its records stay small (kMaxPricedMessages).
   const bool central = cluster.strategy == StrategyKind::kCentralStorage;
   const double messages = central ? 2.0 * n * n : cluster.all_reduce.info().log_messages(n);
-  if (messages > kMaxMessages) {
+  if (messages > kMaxPricedMessages) {
     char text[160];
     std::snprintf(text, sizeof text,
                   "one step's collectives send about %.3g messages, more than the %.0e the cost model is given at once",
-                  messages, kMaxMessages);
+                  messages, kMaxPricedMessages);
     *not_estimated = text;
     return priced;
   }
