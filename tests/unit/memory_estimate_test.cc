@@ -46,6 +46,27 @@ TEST(MemoryEstimate, AStagedStepKeepsAWorkspaceForEveryExample) {
                    8 * (784 * 4.0 + 32) + 2.0 * 100 * 4 * 16 * 2 + 1000.0 * 8 * (1 + 4 + 4));
 }
 
+TEST(MemoryEstimate, StagedWavesKeepAWavesWorkspaces) {
+  // Unsynchronized BatchNormalization in waves: a call's passes hold one wave's
+  // examples (16 replicas of 4), not the step's 1200, and a wave's statistics words.
+  RunMemoryInput input = Input(300);
+  input.staged = true;
+  input.batch_norm_words = 1000;
+  input.global_batch = 1200;
+  input.batch_per_replica = 4;
+  input.exact = true;
+  input.compact = true;
+  input.fold_wave = 16;
+  const double gathered = 1200 * (784 * 4.0 + 32);
+  const double all_at_once = EstimateRunMemory(input).batch_bytes;  // the replicas' words: no waves
+  EXPECT_DOUBLE_EQ(all_at_once, gathered + 2.0 * 100 * 4 * 1200 + 1000.0 * 8 * (75 + 300 + 300));
+  input.compacts_in_waves = true;
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).batch_bytes, gathered + 2.0 * 100 * 4 * 64 + 1000.0 * 8 * (4 + 16 + 16));
+  input.compacts_in_waves = false;
+  input.fold_above = 256;  // folded: waves too
+  EXPECT_DOUBLE_EQ(EstimateRunMemory(input).batch_bytes, gathered + 2.0 * 100 * 4 * 64 + 1000.0 * 8 * (4 + 16 + 16));
+}
+
 TEST(MemoryEstimate, ExactModeAddsAccumulatorWords) {
   RunMemoryInput input = Input(2);
   const double fast = EstimateRunMemory(input).per_replica_bytes;
