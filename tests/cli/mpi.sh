@@ -56,9 +56,11 @@ expect_exit 0 one_device_bn -- "$DTLAB" train --math exact --json --model "$MODE
 expect_same_digest mpi_batch-norm-cnn one_device_bn
 # Unsynchronized, a rank's 17 replicas compute in waves (16 slots on 2 cores) and keep
 # their encoded gradients and their own statistics: the bits of one process's 34
-# replicas all at once (the words' all-reduce).
+# replicas all at once (the words' all-reduce). The model normalizes a Conv2D's
+# output, so a replica of one example still has statistics over its positions (a
+# dense layer's would normalize one example to its offset).
 WAVES=(--dataset "$DATA" --epochs 2 --global-batch 20 --no-progress --math exact --json
-  --model "$MODELS/batch-norm-cnn-unsynchronized.json")
+  --model "$DTLAB_SOURCE_DIR/tests/models/batch_normalization.json")
 expect_exit 0 mpi_bn_waves -- mpi 2 --replicas-per-worker 17 "${WAVES[@]}"
 expect_exit 0 sim_bn_words -- "$DTLAB" train --replicas 34 --exact-all-reduce words "${WAVES[@]}"
 expect_same_digest mpi_bn_waves sim_bn_words
