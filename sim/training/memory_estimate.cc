@@ -33,20 +33,23 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   // and a float per block to send.
   const bool compact_all_reduce = in.exact && in.compact && !in.central_storage && (in.replicas > 1 || in.mpi_rank);
   const double compact_bytes = p * (16.0 + 7.0 + (2.0 + 4.0 + 4.0) / kCompactBlock);
+  // Cluster::CompactsGradients: exact replicas in waves, below the fold.
+  const bool compacted = !folded && compact_all_reduce && in.compacts_in_waves;
+  // Folded or compacted, the replicas compute in waves of fold_wave (at most n).
+  const bool waves = folded || compacted;
+  const double wave = waves ? std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) : n;
   e.folded = folded;
   if (folded) {
     // weights and slots per replica; a wave's gradients (fast mode) or words (exact),
     // and the sum (packed, unpacked and exact mode's words).
     e.per_replica_bytes = p * f * (1.0 + static_cast<double>(in.optimizer_slots));
-    e.replicas_bytes = e.per_replica_bytes * n +
-                       std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * (in.exact ? words : p * f) +
-                       2.0 * p * f + words;
-  } else if (compact_all_reduce && in.compacts_in_waves) {
+    e.replicas_bytes = e.per_replica_bytes * n + wave * (in.exact ? words : p * f) + 2.0 * p * f + words;
+  } else if (compacted) {
     // Cluster::CompactsGradients: weights, the reduced gradient (packed and unpacked),
     // the optimizer slots and the compact all-reduce's bytes; a wave's words in the
     // slots.
     e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + compact_bytes;
-    e.replicas_bytes = e.per_replica_bytes * n + std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) * words;
+    e.replicas_bytes = e.per_replica_bytes * n + wave * words;
   } else {
     // weights, gradients, the packed collective buffer, the optimizer slots.
     e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + words;
@@ -63,8 +66,6 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   // step's, or a wave's where the replicas compute in waves.
   const double workspace_examples = static_cast<double>(std::max<std::int64_t>(in.chunk_size, 1)) *
                                     static_cast<double>(std::max<std::int64_t>(in.threads, 1));
-  const bool waves = folded || (in.compacts_in_waves && (in.replicas > 1 || in.mpi_rank));
-  const double wave = waves ? std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) : n;
   const double per_replica =
       in.batch_per_replica > 0 ? static_cast<double>(in.batch_per_replica) : std::ceil(batch / n);
   const double staged_examples = waves ? std::min(batch, wave * per_replica) : batch;
