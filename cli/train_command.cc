@@ -247,6 +247,7 @@ int ReportDryRun(const TrainConfig& config, const DryRunReport& dry, std::FILE* 
         out["available_bytes"] = dry.available->bytes;
         out["available_source"] = dry.available->source;
         out["largest_replicas"] = dry.largest_replicas;
+        if (config.worker_group != nullptr) out["ranks_on_machine"] = dry.available->ranks_on_machine;
       }
       if (time_known) {
         out["simulated_seconds"] = dry.simulated_seconds;

@@ -145,7 +145,8 @@ std::int32_t LargestReplicasThatFit(const RunMemoryInput& input, double availabl
   return largest(1, input.fold_above >= 1 ? std::min(input.fold_above, kMost) : kMost);
 }
 
-std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes, double resident_bytes) {
+std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes, double resident_bytes,
+                                                     MachineShare share) {
   std::optional<AvailableMemory> best;
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);) {
@@ -161,6 +162,12 @@ std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes, do
       best =
           AvailableMemory{static_cast<double>(pages) * static_cast<double>(page), "available physical pages (sysconf)"};
   }
+  if (best && share.ranks > 1) {
+    const double fraction = std::clamp(share.fraction, 0.0, 1.0);
+    best->source += ": " + BytesText(best->bytes) + " for the " + std::to_string(share.ranks) +
+                    " ranks on this machine, this rank's share";
+    best->bytes *= fraction;
+  }
   rlimit limit{};
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
     const double bytes = static_cast<double>(limit.rlim_cur);
@@ -172,7 +179,21 @@ std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes, do
       best = AvailableMemory{bytes, "--max-memory " + BytesText(max_memory_bytes) + " less the " +
                                         BytesText(resident_bytes) + " this process already holds"};
   }
+  if (best) best->ranks_on_machine = std::max(share.ranks, 1);
   return best;
+}
+
+std::uint64_t MachineKey() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (const char c : std::string(host) + '\n' + boot_id) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
 }
 
 std::string BytesText(double bytes) {
@@ -239,7 +260,7 @@ Status CheckRunFitsInMemory(const MemoryEstimate& e, const RunMemoryInput& in,
       std::to_string(in.global_batch) + " examples) and the workspaces, " + BytesText(e.message_log_bytes) +
       " for one step's message log), but only " + BytesText(available->bytes) + " is available (" + available->source +
       "); " + FitText(in, available->bytes) +
-      (in.mpi_rank ? "use fewer --replicas-per-worker" : "use fewer --replicas") +
+      (in.mpi_rank ? "use fewer --replicas-per-worker or fewer ranks a machine" : "use fewer --replicas") +
       ", a smaller batch, or the tree or naive all-reduce (docs/reliability.md, \"Memory\")");
 }
 

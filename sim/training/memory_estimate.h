@@ -90,14 +90,31 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& input);
 /// What this process may still allocate, and where the number comes from.
 struct AvailableMemory {
   double bytes = 0;
-  std::string source;  // e.g. "MemAvailable in /proc/meminfo"
+  std::string source;                 // e.g. "MemAvailable in /proc/meminfo"
+  std::int32_t ranks_on_machine = 1;  // the processes sharing the machine's memory (MachineShare)
+};
+
+/// Under mpirun, the ranks of one machine share its memory (MemAvailable): `ranks`
+/// of them, this one estimated at `fraction` of their estimates together.
+struct MachineShare {
+  std::int32_t ranks = 1;
+  double fraction = 1;
 };
 
 /// The smallest of MemAvailable (/proc/meminfo; else sysconf's available pages),
 /// RLIMIT_AS when it is set, and `max_memory_bytes` (--max-memory, a limit on the
 /// process's peak: what it may still allocate is the limit less `resident_bytes`)
-/// when it is above 0; nothing when none is known.
-std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes = 0, double resident_bytes = 0);
+/// when it is above 0; nothing when none is known. With a `share` of several ranks,
+/// the machine's memory counts at share.fraction of it: each rank's estimate then
+/// fits its share exactly when their sum fits the machine. (RLIMIT_AS and
+/// --max-memory limit each process alone.)
+std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes = 0, double resident_bytes = 0,
+                                                     MachineShare share = {});
+
+/// This machine, as the ranks that share its memory see it: a hash of its host name
+/// and the kernel's boot id (/proc/sys/kernel/random/boot_id), equal in every process
+/// of one machine.
+std::uint64_t MachineKey();
 
 /// This process's resident set now (/proc/self/statm): the data set, the code. 0 if
 /// it cannot be read.

@@ -264,10 +264,60 @@ StatusOr<RunMemoryInput> MemoryInput(const TrainConfig& config, const Sequential
   return input;
 }
 
+// What this process may allocate (AvailableMemoryForRun). Under mpirun the ranks of
+// one machine share its memory: they exchange their machine's key and their
+// estimates, and each counts the machine at its estimate's share of theirs together
+// (the ranks of one run hold as many replicas each: an equal share), so that every
+// rank fits exactly when their sum does.
+StatusOr<std::optional<AvailableMemory>> AvailableToRank(const TrainConfig& config, double estimate_bytes,
+                                                         double resident_bytes) {
+  MachineShare share;
+  if (WorkerGroup* group = config.worker_group; group != nullptr) {
+    struct RankMemory {
+      std::uint64_t machine;
+      double bytes;
+    };
+    const RankMemory mine{MachineKey(), estimate_bytes};
+    std::vector<RankMemory> all(static_cast<std::size_t>(group->size()));
+    const std::vector<std::size_t> one(all.size(), 1);
+    DTLAB_RETURN_IF_ERROR(
+        group->AllGatherValues(std::span(&mine, 1), std::span(all), one, "sharing the ranks' memory estimates", 0));
+    double together = 0;
+    share.ranks = 0;
+    for (const RankMemory& rank : all)
+      if (rank.machine == mine.machine) together += rank.bytes, ++share.ranks;
+    share.fraction = together > 0 ? estimate_bytes / together : 1.0 / share.ranks;
+  }
+  return AvailableMemoryForRun(config.max_memory_bytes, resident_bytes, share);
+}
+
+// Under mpirun every rank refuses where one cannot fit, so that none starts training
+// alone: `verdict` is this rank's on entry (CheckRunFitsInMemory), and a refusal if
+// another rank's is. Returns the exchange's own failure, if any.
+Status AgreeOnFit(const TrainConfig& config, Status& verdict) {
+  WorkerGroup* group = config.worker_group;
+  if (group == nullptr) return Status::Ok();
+  const std::int32_t refused = verdict.ok() ? 0 : 1;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(group->size()));
+  const std::vector<std::size_t> one(all.size(), 1);
+  DTLAB_RETURN_IF_ERROR(
+      group->AllGatherValues(std::span(&refused, 1), std::span(all), one, "agreeing whether the run fits", 0));
+  for (std::size_t rank = 0; rank < all.size() && verdict.ok(); ++rank)
+    if (all[rank] != 0)
+      verdict = Status::InvalidArgument("rank " + std::to_string(rank) +
+                                        " cannot fit its replicas in memory (its own message says what it needs and "
+                                        "what would fit); every rank stops before training");
+  return Status::Ok();
+}
+
 // Refuses, before allocating, a run whose replicas cannot fit in memory.
 Status CheckFitsInMemory(const TrainConfig& config, const RunMemoryInput& input) {
-  return CheckRunFitsInMemory(EstimateRunMemory(input), input,
-                              AvailableMemoryForRun(config.max_memory_bytes, ResidentBytes()));
+  const MemoryEstimate estimate = EstimateRunMemory(input);
+  DTLAB_ASSIGN_OR_RETURN(const std::optional<AvailableMemory> available,
+                         AvailableToRank(config, estimate.total_bytes, ResidentBytes()));
+  Status verdict = CheckRunFitsInMemory(estimate, input, available);
+  DTLAB_RETURN_IF_ERROR(AgreeOnFit(config, verdict));
+  return verdict;
 }
 
 // --dry-run: the memory estimate and the cost model's time, nothing trained or written.
@@ -278,8 +328,9 @@ StatusOr<TrainReport> DryRun(const TrainConfig& config, const Sequential<float>&
   dry.memory = EstimateRunMemory(input);
   dry.resident_bytes = ResidentBytes();
   dry.peak_bytes = dry.resident_bytes + dry.memory.total_bytes;
-  dry.available = AvailableMemoryForRun(config.max_memory_bytes, dry.resident_bytes);
+  DTLAB_ASSIGN_OR_RETURN(dry.available, AvailableToRank(config, dry.memory.total_bytes, dry.resident_bytes));
   dry.fits = CheckRunFitsInMemory(dry.memory, input, dry.available);
+  DTLAB_RETURN_IF_ERROR(AgreeOnFit(config, dry.fits));
   if (dry.available) dry.largest_replicas = LargestReplicasThatFit(input, dry.available->bytes);
   dry.steps = LastStep(config, train.count);
   DTLAB_ASSIGN_OR_RETURN(dry.step, EstimateFullStep(config, FlopsPerExample(model), model.num_parameter_values(),

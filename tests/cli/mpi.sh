@@ -3,7 +3,8 @@
 # --strategy multi_worker_mirrored --replicas-per-worker R equals the single-process
 # simulated run of the same W x R replicas bit for bit (fast and exact mode, every
 # all-reduce algorithm and sharding policy), and both pass the one-device reference
-# check; exact mode also equals one device. Then: chief checkpoints (workertemp_N
+# check; exact mode also equals one device. Then: the ranks of one machine sharing
+# its memory (every rank refused where one cannot fit), chief checkpoints (workertemp_N
 # deleted), resuming, --backup-dir, a stalled rank (collective timeout, exit 3), a
 # peer that never starts (the MPI_Init watchdog), the emulated device backend on
 # every rank, and
@@ -78,6 +79,36 @@ for k in compact words; do
     --json "${COMMON[@]}"
 done
 check_json mpi_waves_dry_compact "d['per_replica_bytes'] < 0.3 * json.load(open('$WORK/mpi_waves_dry_words.out'))['per_replica_bytes']"
+
+# The ranks of one machine share its memory: each counts MemAvailable at its share,
+# so 2 ranks that would each fit alone (0.65 of it) but not together are refused
+# before training, every rank with exit 2; the most a rank fits, which the refusal
+# names, fits. (Dry runs: a real run of these is the same check, then allocates.)
+R=$(python3 -c "
+import json
+available = [int(l.split()[1]) * 1024 for l in open('/proc/meminfo') if l.startswith('MemAvailable:')][0]
+print(int(0.65 * available / json.load(open('$WORK/mpi_waves_dry_words.out'))['per_replica_bytes']))")
+SHARED=(--math exact --exact-all-reduce words --dry-run --json "${COMMON[@]}")
+expect_exit 2 mpi_machine_shared -- mpi 2 --replicas-per-worker "$R" "${SHARED[@]}"
+expect_contains mpi_machine_shared err "for the 2 ranks on this machine, this rank's share"
+expect_contains mpi_machine_shared err "use fewer --replicas-per-worker or fewer ranks a machine"
+check_json mpi_machine_shared "not d['fits'] and d['ranks_on_machine'] == 2 and 0 < d['largest_replicas'] < $R"
+M=$(python3 -c "import json; print(json.load(open('$WORK/mpi_machine_shared.out'))['largest_replicas'])" || echo 1)
+expect_exit 0 mpi_machine_most -- mpi 2 --replicas-per-worker "$M" "${SHARED[@]}"
+check_json mpi_machine_most "d['fits']"
+# Where one rank cannot fit (here an address-space limit on rank 1 alone: the ranks'
+# arguments must be the same), every rank refuses: rank 0, which fits its 5 GiB,
+# names rank 1.
+if python3 -c "import sys; sys.exit(0 if [int(l.split()[1]) for l in open('/proc/meminfo') if l.startswith('MemAvailable:')][0] > 12 * 2**20 else 1)"; then
+  R=$(python3 -c "import json; print(int(5 * 2**30 / json.load(open('$WORK/mpi_waves_dry_words.out'))['per_replica_bytes']))")
+  ONE=(train --strategy multi_worker_mirrored --replicas-per-worker "$R" "${SHARED[@]}")
+  expect_exit 2 mpi_one_rank_refuses -- "${MPIRUN[@]}" -np 1 "$DTLAB" "${ONE[@]}" : \
+    -np 1 bash -c 'ulimit -v 4194304; exec "$0" "$@"' "$DTLAB" "${ONE[@]}"
+  expect_contains mpi_one_rank_refuses err "the address-space limit (ulimit -v, RLIMIT_AS)"
+  expect_contains mpi_one_rank_refuses err "rank 1 cannot fit its replicas in memory"
+else
+  echo "mpi_one_rank_refuses: skipped (less than 12 GiB available)"
+fi
 
 # Every algorithm over MPI, on 3 ranks of 2 replicas, fast mode (where order shows).
 for alg in ring tree naive direct; do

@@ -107,6 +107,32 @@ TEST(MemoryEstimate, AvailableMemoryIsReadFromThisMachine) {
   EXPECT_FALSE(available->source.empty());
 }
 
+TEST(MemoryEstimate, RanksOfOneMachineShareItsMemory) {
+  // Under mpirun each rank counts the machine's memory at its estimate's share of the
+  // machine's ranks' estimates together; the process's own limits stay whole.
+  const auto alone = AvailableMemoryForRun();
+  const auto shared = AvailableMemoryForRun(0, 0, MachineShare{4, 0.25});
+  ASSERT_TRUE(alone.has_value() && shared.has_value());
+  if (alone->source.find("RLIMIT_AS") == std::string::npos) {
+    // Two reads of MemAvailable, microseconds apart.
+    EXPECT_NEAR(shared->bytes, alone->bytes / 4, alone->bytes / 100);
+    EXPECT_NE(shared->source.find(alone->source + ": "), std::string::npos) << shared->source;
+    EXPECT_NE(shared->source.find(" for the 4 ranks on this machine, this rank's share"), std::string::npos)
+        << shared->source;
+  }
+  // --max-memory limits the process alone: the smaller of it and the share counts.
+  const auto tiny_share = AvailableMemoryForRun(1.0 * (1 << 30), 0, MachineShare{2, 1e-9});
+  ASSERT_TRUE(tiny_share.has_value());
+  EXPECT_LT(tiny_share->bytes, 1.0 * (1 << 30));
+  EXPECT_EQ(tiny_share->source.find("--max-memory"), std::string::npos) << tiny_share->source;
+  if (alone->bytes > 4.0 * (1 << 30)) {
+    const auto limited = AvailableMemoryForRun(1.0 * (1 << 30), 0, MachineShare{2, 0.5});
+    EXPECT_DOUBLE_EQ(limited->bytes, 1.0 * (1 << 30));
+  }
+  // One key for every process of the machine: the same on every call.
+  EXPECT_EQ(MachineKey(), MachineKey());
+}
+
 TEST(MemoryEstimate, TheLargestReplicaCountThatFits) {
   RunMemoryInput input = Input(100000);
   const double available = 8.0 * (1 << 30);
@@ -127,7 +153,7 @@ TEST(MemoryEstimate, TheLargestReplicaCountThatFits) {
   const Status rank_refused = CheckRunFitsInMemory(EstimateRunMemory(rank), rank, AvailableMemory{available, "x"});
   const std::string parts[] = {"(100000 replicas on this rank x ",
                                "at most " + std::to_string(most) + " replicas a rank would fit",
-                               "use fewer --replicas-per-worker,"};
+                               "use fewer --replicas-per-worker or fewer ranks a machine,"};
   for (const std::string& part : parts)
     EXPECT_NE(rank_refused.message().find(part), std::string::npos) << part << ": " << rank_refused.message();
   EXPECT_EQ(LargestReplicasThatFit(Input(1), 10), 0);  // not even one
