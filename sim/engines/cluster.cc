@@ -281,8 +281,9 @@ bool Cluster::ComputesInWaves(const ClusterConfig& config, const Sequential<floa
                         config.strategy == StrategyKind::kMultiWorkerMirrored || config.strategy == StrategyKind::kTpu;
   // An unsynchronized BatchNormalization layer normalizes each replica by its own
   // examples, so a wave's staged passes need no other replica; a synchronized one
-  // sums every replica's statistics in the middle of the passes.
-  return mirrored && config.faults.empty() && !config.precision.dynamic_loss_scale && !HasSynchronizedBatchNorm(model);
+  // sums every replica's statistics in the middle of the passes. A dynamic loss
+  // scale reads each replica's own overflow verdict, which the replica keeps.
+  return mirrored && config.faults.empty() && !HasSynchronizedBatchNorm(model);
 }
 
 std::int32_t Cluster::FoldWave() {
@@ -664,7 +665,12 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
       } else {
         result.replica_losses[k] = sums[k];
         if (!folded_) PackParameters(gradient.grads, gradient.flat);  // folded: added from `grads` directly
-        if (config_.precision.dynamic_loss_scale) replica.local_finite = AllFinite(gradient.flat);
+        // Its own verdict on overflow (--loss-scale-check first-replica, each-replica),
+        // kept while its wave slot is reused.
+        if (config_.precision.dynamic_loss_scale)
+          replica.local_finite = folded_ ? std::all_of(gradient.grads.begin(), gradient.grads.end(),
+                                                       [](const Tensor<float>& g) { return AllFinite(g.span()); })
+                                         : AllFinite(gradient.flat);
       }
     });
     // Encoded before the check, which then reads the encoding's block bounds instead

@@ -193,9 +193,10 @@ class Cluster final : public TrainingEngine {
   /// True when a cluster of `config` for `model` sums its replicas' gradients with the
   /// folded reduction: more than config.fold_above replicas in one process (no worker
   /// group), mirrored variables (mirrored, multi_worker_mirrored, tpu), and none of
-  /// what needs every replica's own gradient buffer at once: injected faults, a
-  /// dynamic loss scale, gradient accumulation in fast mode, a synchronized
-  /// BatchNormalization layer (it sums every replica's statistics mid-pass).
+  /// what needs every replica's own gradient buffer at once: injected faults,
+  /// gradient accumulation in fast mode, a synchronized BatchNormalization layer (it
+  /// sums every replica's statistics mid-pass). (A dynamic loss scale folds: each
+  /// replica keeps its own verdict on overflow, --loss-scale-check.)
   static bool FoldsReduction(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
     return config.replicas > config.fold_above && CanFold(config, model, worker_group);
   }
@@ -208,9 +209,9 @@ class Cluster final : public TrainingEngine {
            ComputesInWaves(config, model);
   }
   /// Whether the replicas may compute in waves of slots, none holding a gradient
-  /// buffer of its own: mirrored variables, and none of injected faults, a dynamic
-  /// loss scale or a synchronized BatchNormalization layer. (An unsynchronized one
-  /// normalizes each replica by its own batch: a wave's staged passes need no other.)
+  /// buffer of its own: mirrored variables, and neither injected faults nor a
+  /// synchronized BatchNormalization layer. (An unsynchronized one normalizes each
+  /// replica by its own batch: a wave's staged passes need no other.)
   static bool ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model);
   bool folded() const { return folded_; }
   /// Whether exact mode's compact all-reduce of a cluster of `config` for `model`

@@ -37,6 +37,22 @@ train 0 part2 --steps 6 --loss-scale-growth-steps 2 --checkpoint-dir "$WORK/part
 check_json part2 "d['resumed_from_step'] == 3"
 expect_same_file "$WORK/whole/ckpt-6.safetensors" "$WORK/parts/ckpt-6.safetensors"
 
+# The folded reduction (above --fold-above replicas) with a dynamic loss scale: 20
+# replicas of one example from a scale of 2^24, whose first steps overflow (on some
+# replicas) and are skipped, give the naive all-reduce's bits, scale and skipped
+# steps; TF's rule (replica 0 decides) as well. (Not checked against one device: the
+# replicas' 1/20 shares fit float16 at scales where the whole batch's gradient
+# overflows, and the check says so.)
+for check in reduced first-replica; do
+  for how in "--fold-above 8" "--all-reduce naive"; do
+    name="fold_${check}_${how##* }"
+    expect_exit 0 "$name" -- timeout 300 "$DTLAB" train --no-progress --json --replicas 20 --batch-per-replica 1 \
+      --precision mixed_float16 --loss-scale-initial 16777216 --loss-scale-check $check --steps 10 $how
+  done
+  check_json "fold_${check}_8" "d['folded_reduction'] and 0 < d['skipped_steps'] < 10"
+  check_json "fold_${check}_naive" "not d['folded_reduction'] and d['weights_digest'] == json.load(open('$WORK/fold_${check}_8.out'))['weights_digest'] and d['skipped_steps'] == json.load(open('$WORK/fold_${check}_8.out'))['skipped_steps'] and d['epochs'][0]['loss_scale'] == json.load(open('$WORK/fold_${check}_8.out'))['epochs'][0]['loss_scale']"
+done
+
 # bfloat16 has float32's range: no loss scale unless asked for.
 PRECISION=mixed_bfloat16 train 0 bf16 --steps 2 --check-reference
 check_json bf16 "d['precision'] == 'mixed_bfloat16' and 'skipped_steps' not in d and d['reference_check']['within_bound']"

@@ -454,7 +454,10 @@ TEST(FoldedReduction, OnlyWhereTheStrategyTakesIt) {
   }
   ClusterConfig scaled = config;
   scaled.precision.dynamic_loss_scale = true;
-  EXPECT_FALSE(Cluster::FoldsReduction(scaled, *setup.model, false));
+  EXPECT_TRUE(Cluster::FoldsReduction(scaled, *setup.model, false));  // each replica keeps its verdict
+  ClusterConfig faulty = config;
+  faulty.faults.push_back(FaultSpec{});
+  EXPECT_FALSE(Cluster::FoldsReduction(faulty, *setup.model, false));
   ClusterConfig accumulating = config;
   accumulating.accumulation.steps = 2;
   EXPECT_FALSE(Cluster::FoldsReduction(accumulating, *setup.model, false));  // fast: each replica's float sum
@@ -557,6 +560,72 @@ TEST(FoldedReduction, UnsynchronizedBatchNormComputesInWaves) {
     }
     for (std::size_t k = 1; k < results.size(); ++k)
       EXPECT_TRUE(SameBits(results[k], results[0])) << (math == MathMode::kExact ? "exact" : "fast") << " run " << k;
+  }
+}
+
+// Mixed precision's dynamic loss scale (sim/engines/mixed_precision.h) with the
+// fold: each replica decides on its own gradient's overflow in its wave and keeps the
+// verdict. Over eight steps of 40 replicas in float16 from a scale of 2^30 (early
+// steps overflow on some replicas, and the scale halves; it doubles after 2 finite
+// steps), with 1 and 8 threads: the naive all-reduce's bits, losses, scales and
+// skipped steps for every --loss-scale-check, or the same refusal where the replicas
+// disagree (first-replica, each-replica).
+TEST(FoldedReduction, DynamicLossScaleFoldsWithEachReplicasVerdict) {
+  Lab setup("seed-cnn", 10, 170, 3);
+  setup.model->set_compute_type(ComputeType::kFloat16);
+  for (const LossScaleCheck check :
+       {LossScaleCheck::kReduced, LossScaleCheck::kFirstReplica, LossScaleCheck::kEachReplica}) {
+    std::vector<std::vector<float>> results;
+    std::vector<std::string> outcomes;
+    std::int64_t skipped = 0, applied = 0;
+    for (const int threads : {1, 8})
+      for (const std::int32_t fold_above : {256, 0}) {
+        tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+        ClusterConfig config;
+        config.math = MathMode::kFast;
+        config.strategy = StrategyKind::kMirrored;
+        config.replicas = 40;
+        config.fold_above = fold_above;
+        config.all_reduce = AllReduceAlgorithm::kNaive;
+        config.precision.compute = ComputeType::kFloat16;
+        config.precision.dynamic_loss_scale = true;
+        config.precision.initial_scale = 0x1p24f;
+        config.precision.growth_steps = 2;
+        config.precision.check = check;
+        auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 4)).value();
+        ASSERT_EQ(cluster->folded(), fold_above == 0);
+        std::vector<float> all;
+        std::string outcome;
+        for (std::int64_t step = 0; step < 10 && outcome.empty(); ++step) {
+          const std::int64_t global_batch = step == 1 ? 30 : 80;  // 30: ten empty replicas
+          std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch));
+          std::iota(batch.begin(), batch.end(), step * 10);
+          ParameterList<float> reduced;
+          auto r = cluster->TrainStep(setup.data, SplitBatch(batch, global_batch, 40, RebatchRule::kV2), global_batch,
+                                      1e-3f, step, &reduced);
+          if (!r.ok()) {
+            outcome = r.status().message();
+            break;
+          }
+          AppendStep(all, reduced, r->loss);
+          all.push_back(r->loss_scale);
+          all.push_back(r->skipped ? 1.0f : 0.0f);
+          skipped += r->skipped ? 1 : 0;
+          applied += r->skipped ? 0 : 1;
+        }
+        if (outcome.empty()) all = WithVariables(std::move(all), *cluster);
+        results.push_back(std::move(all));
+        outcomes.push_back(outcome);
+      }
+    const std::string what(LossScaleCheckName(check));
+    EXPECT_GT(skipped, 0) << what;  // the scale overflowed, and came down to apply steps
+    if (check == LossScaleCheck::kReduced) {
+      EXPECT_GT(applied, 0) << what;
+    }
+    for (std::size_t k = 1; k < results.size(); ++k) {
+      EXPECT_TRUE(SameBits(results[k], results[0])) << what << " run " << k;
+      EXPECT_EQ(outcomes[k], outcomes[0]) << what << " run " << k;
+    }
   }
 }
 
