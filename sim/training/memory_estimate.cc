@@ -184,12 +184,17 @@ std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes, do
 }
 
 std::uint64_t MachineKey() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  std::string boot_id;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  // The kernel's boot id: one per running kernel, so containers of one host (which
+  // share its memory, each with a host name of its own) have the same; else the host
+  // name.
+  std::string key;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> key;
+  if (key.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) key = std::string("host ") + host;
+  }
   std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
-  for (const char c : std::string(host) + '\n' + boot_id) {
+  for (const char c : key) {
     hash ^= static_cast<unsigned char>(c);
     hash *= 1099511628211ull;
   }

@@ -111,9 +111,9 @@ struct MachineShare {
 std::optional<AvailableMemory> AvailableMemoryForRun(double max_memory_bytes = 0, double resident_bytes = 0,
                                                      MachineShare share = {});
 
-/// This machine, as the ranks that share its memory see it: a hash of its host name
-/// and the kernel's boot id (/proc/sys/kernel/random/boot_id), equal in every process
-/// of one machine.
+/// This machine, as the ranks that share its memory see it: a hash of the kernel's
+/// boot id (/proc/sys/kernel/random/boot_id; else of the host name), equal in every
+/// process of one machine, containers included.
 std::uint64_t MachineKey();
 
 /// This process's resident set now (/proc/self/statm): the data set, the code. 0 if
