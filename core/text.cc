@@ -85,6 +85,29 @@ bool IsTerminalSafe(std::string_view text, bool keep_line_breaks) {
   return EscapeControl(text, keep_line_breaks) == text;
 }
 
+std::string IdRangesText(std::span<const std::int32_t> ids, std::size_t max_ranges) {
+  std::string text;
+  std::size_t ranges = 0, i = 0;
+  while (i < ids.size()) {
+    std::size_t end = i + 1;
+    while (end < ids.size() && ids[end] == ids[end - 1] + 1) ++end;
+    if (end - i == 2) end = i + 1;  // two in a row read better as "2, 3"
+    // Appended piece by piece: GCC 12 warns about "x" + std::string here (-Wrestrict,
+    // a false positive).
+    if (ranges == max_ranges) {
+      text.append(", ... and ").append(std::to_string(ids.size() - i)).append(" more (");
+      text.append(std::to_string(ids.size())).append(" in all)");
+      break;
+    }
+    if (ranges != 0) text.append(", ");
+    text.append(std::to_string(ids[i]));
+    if (end - i > 1) text.append("-").append(std::to_string(ids[end - 1]));
+    ++ranges;
+    i = end;
+  }
+  return text;
+}
+
 std::string Printable(std::string_view text, std::size_t max_chars) {
   std::string out = EscapeControl(text);
   if (out.size() <= max_chars) return out;

@@ -1,6 +1,9 @@
 // Small text helpers shared by the modules that write messages and tables.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -46,6 +49,11 @@ bool IsTerminalSafe(std::string_view text, bool keep_line_breaks = false);
 /// EscapeControl(text), cut to at most `max_chars` bytes at a character boundary,
 /// with "..." when cut: a value from a file, quoted in a message.
 std::string Printable(std::string_view text, std::size_t max_chars = 60);
+
+/// Ascending ids as ranges, for a message: {0, 1, 2, 5, 7, 8} is "0-2, 5, 7, 8" (runs
+/// of three or more as ranges). Past `max_ranges` items the rest is counted:
+/// "0, 2, 4, ... and 47 more (50 in all)".
+std::string IdRangesText(std::span<const std::int32_t> ids, std::size_t max_ranges = 12);
 
 /// Empty when JSON `text` nests objects and arrays at most `max_depth` deep; else
 /// what is wrong ("nests deeper than 3 levels (at byte 17)"). Run before a JSON

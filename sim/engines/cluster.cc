@@ -17,6 +17,7 @@
 
 #include "core/batch.h"
 #include "core/batch_norm.h"
+#include "core/text.h"
 #include "core/loss.h"
 #include "sim/compute/device_backend.h"
 #include "sim/compute/parallel_update.h"
@@ -936,28 +937,27 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
   }
   const std::string where = "step " + std::to_string(step) + ": ";
   if (std::any_of(apply.begin(), apply.end(), [&](char a) { return a != apply[0]; })) {
-    std::string skipped, applied;
+    std::vector<std::int32_t> skipped, applied;
     for (std::size_t k = 0; k < replicas_.size(); ++k)
-      (apply[k] ? applied : skipped) += std::string((apply[k] ? applied : skipped).empty() ? "" : ", ") +
-                                        std::to_string(static_cast<std::int32_t>(k) + first_);
+      (apply[k] ? applied : skipped).push_back(static_cast<std::int32_t>(k) + first_);
     return Status::Runtime(
-        where + "the replicas' mirrored variables diverged: replica(s) " + skipped +
+        where + "the replicas' mirrored variables diverged: replica(s) " + IdRangesText(skipped) +
         " found their own gradients non-finite and skipped the update (halving their loss scale), while replica(s) " +
-        applied +
+        IdRangesText(applied) +
         " applied the all-reduced gradient, which holds that overflow; --loss-scale-check each-replica lets every "
         "replica decide alone, and reduced (every replica checks the all-reduced gradients) keeps them identical");
   }
   if (const std::string bad = NonFiniteVariables(model_, variables()); !bad.empty()) {
     if (config_.precision.dynamic_loss_scale && config_.precision.check == LossScaleCheck::kFirstReplica) {
-      std::string overflowed;
+      std::vector<std::int32_t> overflowed;
       for (std::size_t k = 1; k < replicas_.size(); ++k)
-        if (!replicas_[k].local_finite) overflowed += (overflowed.empty() ? "" : ", ") + std::to_string(k);
+        if (!replicas_[k].local_finite) overflowed.push_back(static_cast<std::int32_t>(k));
       return Status::Runtime(where + "the optimizer update made " + bad +
                              " non-finite: replica 0's gradients were "
                              "finite, so the update applied (--loss-scale-check first-replica: only replica 0's own "
                              "gradients decide, as TF 2.21's LossScaleOptimizer does in a custom training loop), but "
                              "replica(s) " +
-                             overflowed +
+                             IdRangesText(overflowed) +
                              " overflowed and the all-reduced gradient holds it; "
                              "--loss-scale-check reduced skips such a step on every replica");
     }

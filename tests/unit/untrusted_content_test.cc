@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -62,6 +64,22 @@ TEST(Printable, CutsAtACharacterBoundary) {
   EXPECT_EQ(shown.substr(0, 59), text.substr(0, 59));
   EXPECT_EQ(shown.substr(59), "...");
   EXPECT_EQ(Printable("\x1b"), "\\x1b");
+}
+
+// Replica ids in a message: runs as ranges, and past a dozen ranges a count, so that
+// 4096 replicas make one line, not 20,000 characters.
+TEST(IdRangesText, RunsAsRangesAndACountPastTheLimit) {
+  const std::vector<std::int32_t> some = {0, 1, 2, 5, 7, 8};
+  EXPECT_EQ(IdRangesText(some), "0-2, 5, 7, 8");
+  EXPECT_EQ(IdRangesText(std::vector<std::int32_t>{}), "");
+  EXPECT_EQ(IdRangesText(std::vector<std::int32_t>{3}), "3");
+  std::vector<std::int32_t> run(4096);
+  std::iota(run.begin(), run.end(), 0);
+  EXPECT_EQ(IdRangesText(run), "0-4095");
+  std::vector<std::int32_t> even;
+  for (std::int32_t k = 0; k < 100; k += 2) even.push_back(k);
+  EXPECT_EQ(IdRangesText(even, 3), "0, 2, 4, ... and 47 more (50 in all)");
+  EXPECT_EQ(IdRangesText(even, 50), IdRangesText(even, 60));  // exactly the limit: no count
 }
 
 TEST(JsonNestingError, CountsBracketsOutsideStrings) {
