@@ -278,8 +278,10 @@ Cluster::Cluster(const Sequential<float>& model, const ClusterConfig& config, st
     : model_(model), config_(config), runner_(model, chunk_size), cpu_(std::make_unique<CpuCompute>(runner_)) {}
 
 bool Cluster::ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model) {
+  // Mirrored variables, or central_storage's on the host, which every replica reads.
   const bool mirrored = config.strategy == StrategyKind::kMirrored ||
-                        config.strategy == StrategyKind::kMultiWorkerMirrored || config.strategy == StrategyKind::kTpu;
+                        config.strategy == StrategyKind::kMultiWorkerMirrored ||
+                        config.strategy == StrategyKind::kTpu || config.strategy == StrategyKind::kCentralStorage;
   // An unsynchronized BatchNormalization layer normalizes each replica by its own
   // examples, so a wave's staged passes need no other replica; a synchronized one
   // sums every replica's statistics in the middle of the passes. A dynamic loss
@@ -354,7 +356,11 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
     cluster->folded_grads_ = model.ZeroParameters();
   }
   for (auto& replica : cluster->replicas_) {
-    replica.params = initial;
+    if (!cluster->central()) {  // central_storage: the variables and slots are the host's alone
+      replica.params = initial;
+      DTLAB_ASSIGN_OR_RETURN(replica.optimizer, MakeOptimizer(optimizer, options));
+      replica.optimizer->Build(replica.params);
+    }
     if (cluster->compacted_) {
       // The reduced gradient and its unpacked form; the words stay in the slots.
       replica.grads = model.ZeroParameters();
@@ -362,8 +368,6 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Sequential<float>& mode
     } else if (!cluster->folded_) {
       allocate(replica);
     }
-    DTLAB_ASSIGN_OR_RETURN(replica.optimizer, MakeOptimizer(optimizer, options));
-    replica.optimizer->Build(replica.params);
     replica.loss_scale = DynamicLossScale(config.precision.initial_scale, config.precision.growth_steps);
   }
   if (cluster->central()) {
@@ -734,7 +738,7 @@ void Cluster::FoldWaveInto(std::int32_t begin, std::int32_t end, bool adds_to_he
   } else {
     std::int64_t offset = 0;
     for (std::size_t p = 0; p < model_.parameters().size(); ++p) {
-      const std::int64_t size = replicas_[0].params[p].size();
+      const std::int64_t size = folded_grads_[p].size();
       pieces.push_back({sum + offset, {}, size});
       for (std::int32_t k = begin; k < end; ++k)
         pieces.back().sources.push_back(slots_[static_cast<std::size_t>(k) % wave].grads[p].data());
@@ -901,7 +905,14 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
     result.skipped = !apply[0];
     for (std::size_t k = 0; k < replicas_.size(); ++k) replicas_[k].loss_scale.EndStep(apply[k] != 0);
   }
-  if (central()) {
+  if (central() && folded_) {
+    // Folded: the host applies the one sum; the replicas read its variables (Weights),
+    // as TensorFlow's read them from the host, and no broadcast is sent.
+    if (apply[0]) {
+      UnpackParameters(replicas_[0].flat, folded_grads_);
+      ApplyInParallel(*host_optimizer_, host_params_, folded_grads_, learning_rate);
+    }
+  } else if (central()) {
     // The host applies the reduced gradient to its copy, then broadcasts the variables.
     if (apply[0]) {
       ParameterList<float>& grads = replicas_[0].grads;
@@ -913,12 +924,10 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
     for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
     CollectiveOptions options = Options(step);
     options.algorithm = AllReduceAlgorithm::kRing;
+    // Every replica's buffer receives the variables, which it then reads from the
+    // host (Weights): it holds no copy of its own.
     Broadcast<float>(buffers, 0, options);
     DTLAB_RETURN_IF_ERROR(CollectiveStatus("broadcast", step));
-    tbb::parallel_for(std::size_t{0}, replicas_.size(), [&](std::size_t k) {
-      Replica& replica = replicas_[k];
-      UnpackParameters(replica.flat, replica.params);
-    });
   } else {
     // Mirrored variables: every replica applies the same reduced gradient to its copy
     // (folded: the one sum, unpacked once).

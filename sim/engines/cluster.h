@@ -170,7 +170,8 @@ class Cluster final : public TrainingEngine {
   /// CentralStorage).
   const ParameterList<float>& variables() const override;
   /// This process's k-th replica's own copy of the variables (its moving statistics
-  /// included). REQUIRES: k < the replicas this process holds.
+  /// included; empty with central_storage, whose replicas read the host's copy).
+  /// REQUIRES: k < the replicas this process holds.
   const ParameterList<float>& replica_variables(std::size_t k) const { return replicas_[k].params; }
   /// True when every replica's copy of the trainable variables is bitwise equal.
   /// Non-trainable ones (BatchNormalization's moving statistics) are each replica's
@@ -192,7 +193,8 @@ class Cluster final : public TrainingEngine {
 
   /// True when a cluster of `config` for `model` sums its replicas' gradients with the
   /// folded reduction: more than config.fold_above replicas in one process (no worker
-  /// group), mirrored variables (mirrored, multi_worker_mirrored, tpu), and none of
+  /// group), mirrored variables (mirrored, multi_worker_mirrored, tpu) or the host's
+  /// (central_storage: the one sum is what the reduce gives the host), and none of
   /// what needs every replica's own gradient buffer at once: injected faults,
   /// gradient accumulation in fast mode, a synchronized BatchNormalization layer (it
   /// sums every replica's statistics mid-pass). (A dynamic loss scale folds: each
@@ -209,17 +211,18 @@ class Cluster final : public TrainingEngine {
            ComputesInWaves(config, model);
   }
   /// Whether the replicas may compute in waves of slots, none holding a gradient
-  /// buffer of its own: mirrored variables, and neither injected faults nor a
+  /// buffer of its own: mirrored variables or the host's, and neither injected faults nor a
   /// synchronized BatchNormalization layer. (An unsynchronized one normalizes each
   /// replica by its own batch: a wave's staged passes need no other.)
   static bool ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model);
   bool folded() const { return folded_; }
   /// Whether exact mode's compact all-reduce of a cluster of `config` for `model`
   /// reads encodings the replicas keep: wherever the replicas can compute in waves and
-  /// the fold does not run (FoldsReduction), replica count aside.
+  /// the fold does not run (FoldsReduction), replica count aside; not central_storage,
+  /// whose reduce to the host moves the words.
   static bool MayCompactGradients(const ClusterConfig& config, const Sequential<float>& model) {
     return config.math == MathMode::kExact && config.exact_all_reduce == ExactAllReduce::kCompact &&
-           ComputesInWaves(config, model);
+           config.strategy != StrategyKind::kCentralStorage && ComputesInWaves(config, model);
   }
   /// True when exact mode's compact all-reduce reads the replicas' gradients encoded
   /// (CompactGradient, about 16 bytes per value) instead of their accumulator words:
@@ -244,8 +247,8 @@ class Cluster final : public TrainingEngine {
     std::vector<std::int64_t> words;  // exact mode: the gradient as accumulator words
   };
   struct Replica : GradientSlot {
-    ParameterList<float> params;
-    std::unique_ptr<Optimizer> optimizer;
+    ParameterList<float> params;           // its copy of the variables (none with central_storage)
+    std::unique_ptr<Optimizer> optimizer;  // its slots (none with central_storage)
     // Gradient accumulation: the sum of the group's micro-batch gradients so far.
     std::vector<float> accumulated;
     std::vector<std::int64_t> accumulated_words;

@@ -47,9 +47,11 @@ void Cluster::ImportState(const TrainingState& state) {
       for (std::size_t p = 0; p < params.size(); ++p) optimizer.slot(s, p) = state.optimizer->slot(s, p);
     optimizer.set_iterations(state.optimizer->iterations());
   };
-  for (auto& replica : replicas_) load(replica.params, *replica.optimizer);
+  if (central())
+    load(host_params_, *host_optimizer_);  // the replicas hold none (they read the host's)
+  else
+    for (auto& replica : replicas_) load(replica.params, *replica.optimizer);
   for (auto& accuracy : accuracies_) accuracy.ResetState();
-  if (central()) load(host_params_, *host_optimizer_);
   // The merged metric state lives on replica 0; summing states reads it back unchanged.
   accuracies_[0] = state.train_accuracy;
   // A checkpoint's loss scale continues (a counter at or past a smaller

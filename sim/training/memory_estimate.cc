@@ -39,20 +39,23 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   const bool waves = folded || compacted;
   const double wave = waves ? std::min(n, static_cast<double>(std::max(in.fold_wave, 1))) : n;
   e.folded = folded;
+  // The variables and optimizer slots of a replica: its own copy, or, with
+  // central_storage, none (the host's one copy, below).
+  const double variables = in.central_storage ? 0.0 : p * f * (1.0 + static_cast<double>(in.optimizer_slots));
   if (folded) {
     // weights and slots per replica; a wave's gradients (fast mode) or words (exact),
     // and the sum (packed, unpacked and exact mode's words).
-    e.per_replica_bytes = p * f * (1.0 + static_cast<double>(in.optimizer_slots));
+    e.per_replica_bytes = variables;
     e.replicas_bytes = e.per_replica_bytes * n + wave * (in.exact ? words : p * f) + 2.0 * p * f + words;
   } else if (compacted) {
     // Cluster::CompactsGradients: weights, the reduced gradient (packed and unpacked),
     // the optimizer slots and the compact all-reduce's bytes; a wave's words in the
     // slots.
-    e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + compact_bytes;
+    e.per_replica_bytes = variables + 2.0 * p * f + compact_bytes;
     e.replicas_bytes = e.per_replica_bytes * n + wave * words;
   } else {
-    // weights, gradients, the packed collective buffer, the optimizer slots.
-    e.per_replica_bytes = p * f * (3.0 + static_cast<double>(in.optimizer_slots)) + words;
+    // weights and optimizer slots, gradients, the packed collective buffer.
+    e.per_replica_bytes = variables + 2.0 * p * f + words;
     if (in.accumulating) e.per_replica_bytes += in.exact ? words : p * f;
     if (compact_all_reduce) e.per_replica_bytes += compact_bytes;  // encoded from the words
     e.replicas_bytes = e.per_replica_bytes * n;

@@ -50,7 +50,7 @@ struct RunMemoryInput {
   /// on, and on an MPI rank from 1 (the cluster has the other ranks' too).
   bool compacts_in_waves = false;
   bool accumulating = false;      // gradient accumulation: one more gradient (or words) per replica, not in waves
-  bool central_storage = false;   // one more copy of weights and slots on the host
+  bool central_storage = false;   // weights and slots on the host alone, not per replica
   std::int64_t global_batch = 1;  // examples gathered per step (the whole optimizer step's)
   // For LargestReplicasThatFit: examples per replica per step when the global batch
   // grows with the replicas (--batch-per-replica; 0: it is fixed), up to batch_limit.

@@ -41,6 +41,16 @@ same_time workers --strategy multi_worker_mirrored --workers 2 --replicas 4 --al
 same_time folded --replicas 300 --batch-per-replica 1 --steps 2
 check_json folded.run "d['folded_reduction'] and d['collective_bytes'] > 0"
 check_json folded.dry "d['folded_reduction'] and d['message_log_bytes'] == 2 * (2 * 300 * 299) * 24"
+# central_storage folds as well: the waves' one sum is the host's, and the replicas
+# read its variables (no broadcast). The bits of the reduce and the broadcast, priced
+# the same from their schedules.
+for math in exact fast; do
+  same_time "central_folded_$math" --strategy central_storage --replicas 12 --fold-above 4 --global-batch 20 --steps 3 \
+    --math $math
+  same_time "central_$math" --strategy central_storage --replicas 12 --global-batch 20 --steps 3 --math $math
+  check_json "central_folded_$math.run" "d['folded_reduction'] and d['weights_digest'] == json.load(open('$WORK/central_$math.run.out'))['weights_digest']"
+  check_json "central_$math.run" "not d['folded_reduction']"
+done
 
 # It trains nothing and writes nothing.
 expect_exit 0 nothing -- "$DTLAB" train --replicas 4 --dry-run --checkpoint-dir "$WORK/ckpt"
@@ -71,6 +81,7 @@ peak fast64 --replicas 64 --batch-per-replica 1 --steps 2 --threads 1
 peak exact16 --replicas 16 --batch-per-replica 1 --steps 2 --math exact --threads 1
 peak one --steps 2 --threads 1
 peak folded300 --replicas 300 --batch-per-replica 1 --steps 2 --math exact --threads 1
+peak central300 --strategy central_storage --replicas 300 --batch-per-replica 1 --steps 2 --math exact --threads 1
 # A run reports its own estimate and its measured peak (VmHWM from its start).
 expect_exit 0 measured -- "$DTLAB" train --no-progress --json --replicas 300 --batch-per-replica 1 --steps 2 --math exact
 check_json measured "0.75 <= d['estimated_peak_bytes'] / d['peak_resident_bytes'] <= 1.25"
