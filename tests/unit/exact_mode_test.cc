@@ -317,99 +317,61 @@ std::vector<float> WithVariables(std::vector<float> all, const Cluster& cluster)
 // replicas (several waves, short and empty replicas), with 1 and 8 threads (other
 // wave sizes): exact mode gives the ring's bits, and fast mode the naive
 // all-reduce's, whose order ((g0 + g1) + g2) + ... it keeps; a MEAN (DDP, whose
-// short replicas fail the reference check as they should) too.
+// short replicas fail the reference check as they should) too. central_storage
+// folds into the host's sum: the reduce's words, or its replica order in fast mode,
+// applied by the host; its replicas read the host's variables, so a folded step
+// sends nothing (not even the broadcast).
 TEST(FoldedReduction, GivesTheCollectivesBits) {
   Lab setup("seed-cnn", 10, 120, 3);
-  for (const MathMode math : {MathMode::kExact, MathMode::kFast})
-    for (const Convention convention : {Convention::kTf, Convention::kDdp}) {
-      std::vector<std::vector<float>> results;
-      for (const int threads : {1, 8})
-        for (const std::int32_t fold_above : {0, 256}) {
-          tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
-          ClusterConfig config;
-          config.math = math;
-          config.convention = convention;
-          config.strategy = StrategyKind::kMirrored;
-          config.replicas = 40;
-          config.fold_above = fold_above;
-          config.all_reduce = math == MathMode::kExact ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kNaive;
-          config.check_reference = true;
-          auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 4)).value();
-          ASSERT_EQ(cluster->folded(), fold_above == 0);
-          std::vector<float> all;
-          for (std::int64_t step = 0; step < 3; ++step) {
-            const std::int64_t global_batch = step == 1 ? 30 : 70;  // 30: ten empty replicas
-            std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch));
-            std::iota(batch.begin(), batch.end(), step * 10);
-            ParameterList<float> reduced;
-            const StepResult r =
-                std::move(cluster->TrainStep(setup.data, SplitBatch(batch, global_batch, 40, RebatchRule::kV2),
-                                             global_batch, 1e-3f, step, &reduced))
-                    .value();
-            ASSERT_TRUE(r.check.has_value());
-            if (convention == Convention::kTf) {
-              EXPECT_TRUE(r.check->within_bound) << r.check->explanation;
+  for (const StrategyKind strategy : {StrategyKind::kMirrored, StrategyKind::kCentralStorage})
+    for (const MathMode math : {MathMode::kExact, MathMode::kFast})
+      for (const Convention convention : {Convention::kTf, Convention::kDdp}) {
+        std::vector<std::vector<float>> results;
+        std::vector<std::int64_t> bytes;
+        for (const int threads : {1, 8})
+          for (const std::int32_t fold_above : {0, 256}) {
+            tbb::global_control control(tbb::global_control::max_allowed_parallelism,
+                                        static_cast<std::size_t>(threads));
+            ClusterConfig config;
+            config.math = math;
+            config.convention = convention;
+            config.strategy = strategy;
+            config.replicas = 40;
+            config.fold_above = fold_above;
+            config.all_reduce = math == MathMode::kExact ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kNaive;
+            config.check_reference = true;
+            auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 4)).value();
+            ASSERT_EQ(cluster->folded(), fold_above == 0);
+            if (strategy == StrategyKind::kCentralStorage) {
+              EXPECT_FALSE(cluster->compacted());  // the reduce to the host moves the words
             }
-            EXPECT_EQ(r.folded, fold_above == 0);
-            AppendStep(all, reduced, r.loss);
-          }
-          results.push_back(WithVariables(std::move(all), *cluster));
-        }
-      for (std::size_t k = 1; k < results.size(); ++k)
-        EXPECT_TRUE(SameBits(results[k], results[0])) << (math == MathMode::kExact ? "exact" : "fast") << " convention "
-                                                      << static_cast<int>(convention) << " run " << k;
-    }
-}
-
-// central_storage folds too: the waves' one sum is what the reduce to the host gives
-// it (the words in exact mode; in fast mode the reduce's replica order, which the
-// fold keeps), and the host applies it; the replicas read the host's variables, so
-// nothing is broadcast. Over three steps of 40 replicas (one with empty replicas),
-// with 1 and 8 threads, TF's convention and DDP's MEAN: the reduce's bits.
-TEST(FoldedReduction, CentralStorageFoldsIntoTheHostsSum) {
-  Lab setup("seed-cnn", 10, 120, 3);
-  for (const MathMode math : {MathMode::kExact, MathMode::kFast})
-    for (const Convention convention : {Convention::kTf, Convention::kDdp}) {
-      std::vector<std::vector<float>> results;
-      std::vector<std::int64_t> bytes;
-      for (const int threads : {1, 8})
-        for (const std::int32_t fold_above : {256, 0}) {
-          tbb::global_control control(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
-          ClusterConfig config;
-          config.math = math;
-          config.convention = convention;
-          config.strategy = StrategyKind::kCentralStorage;
-          config.replicas = 40;
-          config.fold_above = fold_above;
-          config.check_reference = true;
-          auto cluster = std::move(Cluster::Create(*setup.model, config, "adam", {}, setup.params, 4)).value();
-          ASSERT_EQ(cluster->folded(), fold_above == 0);
-          EXPECT_FALSE(cluster->compacted());
-          std::vector<float> all;
-          for (std::int64_t step = 0; step < 3; ++step) {
-            const std::int64_t global_batch = step == 1 ? 30 : 70;  // 30: ten empty replicas
-            std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch));
-            std::iota(batch.begin(), batch.end(), step * 10);
-            ParameterList<float> reduced;
-            const StepResult r =
-                std::move(cluster->TrainStep(setup.data, SplitBatch(batch, global_batch, 40, RebatchRule::kV2),
-                                             global_batch, 1e-3f, step, &reduced))
-                    .value();
-            ASSERT_TRUE(r.check.has_value());
-            if (convention == Convention::kTf) {
-              EXPECT_TRUE(r.check->within_bound) << r.check->explanation;
+            std::vector<float> all;
+            for (std::int64_t step = 0; step < 3; ++step) {
+              const std::int64_t global_batch = step == 1 ? 30 : 70;  // 30: ten empty replicas
+              std::vector<std::int64_t> batch(static_cast<std::size_t>(global_batch));
+              std::iota(batch.begin(), batch.end(), step * 10);
+              ParameterList<float> reduced;
+              const StepResult r =
+                  std::move(cluster->TrainStep(setup.data, SplitBatch(batch, global_batch, 40, RebatchRule::kV2),
+                                               global_batch, 1e-3f, step, &reduced))
+                      .value();
+              ASSERT_TRUE(r.check.has_value());
+              if (convention == Convention::kTf) {
+                EXPECT_TRUE(r.check->within_bound) << r.check->explanation;
+              }
+              EXPECT_EQ(r.folded, fold_above == 0);
+              AppendStep(all, reduced, r.loss);
             }
-            AppendStep(all, reduced, r.loss);
+            results.push_back(WithVariables(std::move(all), *cluster));
+            bytes.push_back(cluster->message_log().TotalBytes());
           }
-          results.push_back(WithVariables(std::move(all), *cluster));
-          bytes.push_back(cluster->message_log().TotalBytes());
-        }
-      for (std::size_t k = 1; k < results.size(); ++k)
-        EXPECT_TRUE(SameBits(results[k], results[0])) << (math == MathMode::kExact ? "exact" : "fast") << " convention "
-                                                      << static_cast<int>(convention) << " run " << k;
-      EXPECT_GT(bytes[0], 0);  // the reduce and the broadcast
-      EXPECT_EQ(bytes[1], 0);  // folded: no message
-    }
+        const std::string what = std::string(StrategyName(strategy)) + (math == MathMode::kExact ? " exact" : " fast") +
+                                 " convention " + std::to_string(static_cast<int>(convention));
+        for (std::size_t k = 1; k < results.size(); ++k)
+          EXPECT_TRUE(SameBits(results[k], results[0])) << what << " run " << k;
+        EXPECT_EQ(bytes[0], 0) << what;  // folded: no message
+        EXPECT_GT(bytes[1], 0) << what;  // the collectives
+      }
 }
 
 // Exact mode's compact all-reduce (sim/comm/compact_exact.h) against the words: the
