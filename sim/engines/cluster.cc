@@ -17,8 +17,8 @@
 
 #include "core/batch.h"
 #include "core/batch_norm.h"
-#include "core/text.h"
 #include "core/loss.h"
+#include "core/text.h"
 #include "sim/compute/device_backend.h"
 #include "sim/compute/parallel_update.h"
 #include "sim/comm/combine.h"

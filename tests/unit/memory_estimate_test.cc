@@ -33,6 +33,24 @@ TEST(MemoryEstimate, CountsWhatEachReplicaAllocates) {
   EXPECT_DOUBLE_EQ(e.total_bytes, e.replicas_bytes + e.batch_bytes + e.message_log_bytes);
 }
 
+TEST(MemoryEstimate, CentralStorageReplicasHoldNoVariables) {
+  // central_storage: the weights and slots are the host's one copy; a replica holds
+  // its gradients and the packed buffer, and, folded, nothing.
+  RunMemoryInput input = Input(4);
+  input.central_storage = true;
+  const MemoryEstimate e = EstimateRunMemory(input);
+  EXPECT_DOUBLE_EQ(e.per_replica_bytes, 1000.0 * 4 * 2);
+  EXPECT_DOUBLE_EQ(e.replicas_bytes, 4 * 1000.0 * 4 * 2 + 1000.0 * 4 * 3);  // and the host's weights and slots
+  input.replicas = 300;
+  input.fold_above = 256;
+  input.fold_wave = 16;
+  const MemoryEstimate folded = EstimateRunMemory(input);
+  EXPECT_TRUE(folded.folded);
+  EXPECT_DOUBLE_EQ(folded.per_replica_bytes, 0);
+  // A wave's gradients, the sum packed and unpacked, the host's weights and slots.
+  EXPECT_DOUBLE_EQ(folded.replicas_bytes, 16 * 1000.0 * 4 + 2 * 1000.0 * 4 + 1000.0 * 4 * 3);
+}
+
 TEST(MemoryEstimate, AStagedStepKeepsAWorkspaceForEveryExample) {
   // BatchNormalization: every chunk of the step keeps its activations until the step ends.
   RunMemoryInput input = Input(4);
