@@ -328,13 +328,11 @@ Status JoinMpiWorld(const std::vector<std::string>& args, std::int32_t replicas_
   }
   // The same arguments everywhere, or the ranks would compute different steps.
   const std::uint64_t digest = ArgumentsDigest(args);
-  std::vector<std::uint64_t> digests(static_cast<std::size_t>(run.size));
-  std::vector<std::size_t> one(digests.size(), 1);
-  DTLAB_RETURN_IF_ERROR(run.group->AllGatherValues(std::span<const std::uint64_t>(&digest, 1),
-                                                   std::span<std::uint64_t>(digests), one,
-                                                   "the start-up handshake (a peer that never answers is unreachable "
-                                                   "or was not started)",
-                                                   0));
+  DTLAB_ASSIGN_OR_RETURN(const std::vector<std::uint64_t> digests,
+                         run.group->AllGatherOne(digest,
+                                                 "the start-up handshake (a peer that never answers is unreachable "
+                                                 "or was not started)",
+                                                 0));
   for (std::size_t r = 0; r < digests.size(); ++r)
     if (digests[r] != digests[0])
       return Status::InvalidArgument("rank " + std::to_string(r) +

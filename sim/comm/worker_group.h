@@ -70,6 +70,14 @@ class WorkerGroup {
     for (auto& b : bytes) b *= sizeof(T);
     return AllGather(std::as_bytes(mine), std::as_writable_bytes(all), bytes, what, step);
   }
+  /// One value from every worker, in rank order (AllGatherValues of one each).
+  template <typename T>
+  StatusOr<std::vector<T>> AllGatherOne(const T& mine, std::string_view what, std::int64_t step) {
+    std::vector<T> all(static_cast<std::size_t>(size()));
+    const std::vector<std::size_t> one(all.size(), 1);
+    DTLAB_RETURN_IF_ERROR(AllGatherValues(std::span<const T>(&mine, 1), std::span<T>(all), one, what, step));
+    return all;
+  }
   /// Returns when every worker has called it (or Runtime after the timeout).
   Status Barrier(std::string_view what, std::int64_t step) {
     const std::byte mine{1};

@@ -673,9 +673,8 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
         // Its own verdict on overflow (--loss-scale-check first-replica, each-replica),
         // kept while its wave slot is reused.
         if (config_.precision.dynamic_loss_scale)
-          replica.local_finite = folded_ ? std::all_of(gradient.grads.begin(), gradient.grads.end(),
-                                                       [](const Tensor<float>& g) { return AllFinite(g.span()); })
-                                         : AllFinite(gradient.flat);
+          replica.local_finite = std::all_of(gradient.grads.begin(), gradient.grads.end(),
+                                             [](const Tensor<float>& g) { return AllFinite(g.span()); });
       }
     });
     // Encoded before the check, which then reads the encoding's block bounds instead
@@ -905,29 +904,24 @@ Status Cluster::ApplyUpdate(float learning_rate, std::int64_t step, StepResult& 
     result.skipped = !apply[0];
     for (std::size_t k = 0; k < replicas_.size(); ++k) replicas_[k].loss_scale.EndStep(apply[k] != 0);
   }
-  if (central() && folded_) {
-    // Folded: the host applies the one sum; the replicas read its variables (Weights),
-    // as TensorFlow's read them from the host, and no broadcast is sent.
+  if (central()) {
+    // The host applies the reduced gradient to its copy (folded: the one sum), then
+    // broadcasts the variables, where the replicas have buffers for them (folded:
+    // none; they read the host's variables, as TensorFlow's do, and nothing is sent).
     if (apply[0]) {
-      UnpackParameters(replicas_[0].flat, folded_grads_);
-      ApplyInParallel(*host_optimizer_, host_params_, folded_grads_, learning_rate);
-    }
-  } else if (central()) {
-    // The host applies the reduced gradient to its copy, then broadcasts the variables.
-    if (apply[0]) {
-      ParameterList<float>& grads = replicas_[0].grads;
+      ParameterList<float>& grads = folded_ ? folded_grads_ : replicas_[0].grads;
       UnpackParameters(replicas_[0].flat, grads);
       ApplyInParallel(*host_optimizer_, host_params_, grads, learning_rate);
     }
-    PackParameters(host_params_, replicas_[0].flat);
-    std::vector<std::span<float>> buffers;
-    for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
-    CollectiveOptions options = Options(step);
-    options.algorithm = AllReduceAlgorithm::kRing;
-    // Every replica's buffer receives the variables, which it then reads from the
-    // host (Weights): it holds no copy of its own.
-    Broadcast<float>(buffers, 0, options);
-    DTLAB_RETURN_IF_ERROR(CollectiveStatus("broadcast", step));
+    if (!folded_) {
+      PackParameters(host_params_, replicas_[0].flat);
+      std::vector<std::span<float>> buffers;
+      for (auto& replica : replicas_) buffers.emplace_back(replica.flat);
+      CollectiveOptions options = Options(step);
+      options.algorithm = AllReduceAlgorithm::kRing;
+      Broadcast<float>(buffers, 0, options);
+      DTLAB_RETURN_IF_ERROR(CollectiveStatus("broadcast", step));
+    }
   } else {
     // Mirrored variables: every replica applies the same reduced gradient to its copy
     // (folded: the one sum, unpacked once).

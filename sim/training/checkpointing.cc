@@ -397,11 +397,8 @@ Status RunCheckpoints::Open(std::int64_t epoch_examples) {
   }
   if (group_ == nullptr) return Status::Ok();
   // Every worker must resume from the same step (or none).
-  std::vector<std::int64_t> resumed(static_cast<std::size_t>(group_->size()));
-  std::vector<std::size_t> one(resumed.size(), 1);
-  DTLAB_RETURN_IF_ERROR(group_->AllGatherValues(std::span<const std::int64_t>(&report_.resumed_from_step, 1),
-                                                std::span<std::int64_t>(resumed), one, "agreeing on where to resume",
-                                                0));
+  DTLAB_ASSIGN_OR_RETURN(const std::vector<std::int64_t> resumed,
+                         group_->AllGatherOne(report_.resumed_from_step, "agreeing on where to resume", 0));
   for (std::size_t w = 0; w < resumed.size(); ++w)
     if (resumed[w] != resumed[0])
       return Status::InvalidArgument(

@@ -278,15 +278,13 @@ StatusOr<std::optional<AvailableMemory>> AvailableToRank(const TrainConfig& conf
       double bytes;
     };
     const RankMemory mine{MachineKey(), estimate_bytes};
-    std::vector<RankMemory> all(static_cast<std::size_t>(group->size()));
-    const std::vector<std::size_t> one(all.size(), 1);
-    DTLAB_RETURN_IF_ERROR(
-        group->AllGatherValues(std::span(&mine, 1), std::span(all), one, "sharing the ranks' memory estimates", 0));
+    DTLAB_ASSIGN_OR_RETURN(const std::vector<RankMemory> all,
+                           group->AllGatherOne(mine, "sharing the ranks' memory estimates", 0));
     double together = 0;
     share.ranks = 0;
     for (const RankMemory& rank : all)
       if (rank.machine == mine.machine) together += rank.bytes, ++share.ranks;
-    share.fraction = together > 0 ? estimate_bytes / together : 1.0 / share.ranks;
+    share.fraction = std::isfinite(together) && together > 0 ? estimate_bytes / together : 1.0 / share.ranks;
   }
   return AvailableMemoryForRun(config.max_memory_bytes, resident_bytes, share);
 }
@@ -298,10 +296,8 @@ Status AgreeOnFit(const TrainConfig& config, Status& verdict) {
   WorkerGroup* group = config.worker_group;
   if (group == nullptr) return Status::Ok();
   const std::int32_t refused = verdict.ok() ? 0 : 1;
-  std::vector<std::int32_t> all(static_cast<std::size_t>(group->size()));
-  const std::vector<std::size_t> one(all.size(), 1);
-  DTLAB_RETURN_IF_ERROR(
-      group->AllGatherValues(std::span(&refused, 1), std::span(all), one, "agreeing whether the run fits", 0));
+  DTLAB_ASSIGN_OR_RETURN(const std::vector<std::int32_t> all,
+                         group->AllGatherOne(refused, "agreeing whether the run fits", 0));
   for (std::size_t rank = 0; rank < all.size() && verdict.ok(); ++rank)
     if (all[rank] != 0)
       verdict = Status::InvalidArgument("rank " + std::to_string(rank) +
@@ -567,10 +563,8 @@ StatusOr<TrainReport> Train(const TrainConfig& config, const TrainTestData& data
     const std::int32_t mine = config.stop_request->load();
     stopped_by = mine;
     if (config.worker_group != nullptr) {
-      std::vector<std::int32_t> all(static_cast<std::size_t>(config.worker_group->size()));
-      std::vector<std::size_t> one(all.size(), 1);
-      DTLAB_RETURN_IF_ERROR(config.worker_group->AllGatherValues(
-          std::span<const std::int32_t>(&mine, 1), std::span<std::int32_t>(all), one, "agreeing to stop", state.step));
+      DTLAB_ASSIGN_OR_RETURN(const std::vector<std::int32_t> all,
+                             config.worker_group->AllGatherOne(mine, "agreeing to stop", state.step));
       stopped_by = *std::max_element(all.begin(), all.end());
     }
     return stopped_by != 0;
