@@ -5,9 +5,12 @@
 //   MPI_Allreduce  the rounded gradient, MPI_FLOAT SUM in place (the peer);
 //   float          dtlab's float ring over MPI (MpiWorkerGroup), what fast mode moves;
 //   compact        the compact exact all-reduce (sim/comm/compact_exact.h) from the
-//                  encoded gradient, as a training step's waves leave it;
+//                  encoded gradient, as a training step's waves leave it, its window
+//                  sums all-reduced (every rank decides every value);
+//   scattered      the same, its window sums reduce-scattered, each rank deciding its
+//                  slice, the floats all-gathered (what a training step runs on MPI);
 //   words          the kExactWords int64 words per value, then rounded once.
-// compact's floats are checked bitwise against words' on every rank. For each size:
+// compact's and scattered's floats are checked bitwise against words' on every rank. For each size:
 // warm-up, then three rounds of each, alternating, each round a few calls between
 // two barriers (their buffers refilled before the round), the best round reported.
 // One replica per rank: dtlab's hierarchical all-reduce is the ring between ranks.
@@ -16,7 +19,7 @@
 //   bytes_per_rank ranks implementation seconds_per_call wire_bytes_per_value bitwise
 //
 // (bytes_per_rank: the float gradient's; wire bytes as CompactExactStats counts them,
-// 4 for float, 152 for words; bitwise: compact's check, 1 elsewhere).
+// 4 for float, 152 for words; bitwise: the check, 1 for the float ones and words).
 // Run from the repository root (the data set): mpirun -np N
 // build/release/bench/mpi_exact_allreduce [MiB ...] (default 0 4 16; 0: one copy of
 // the gradient, 0.47 MiB); bench/compare_mpi_exact.sh runs it on 2 and 4 ranks.
@@ -100,6 +103,21 @@ int main(int argc, char** argv) {
       dtlab::SumCollectivesOf([&]<typename T>(std::span<const std::span<T>> buffers) {
         return group.AllReduce(buffers, ranks, dtlab::ReduceOp::kSum, options);
       });
+  dtlab::ExactSumCollectives scattered_collectives = collectives;
+  scattered_collectives.scattered.workers = ranks;
+  scattered_collectives.scattered.worker = rank;
+  scattered_collectives.scattered.reduce_scatter = [&](std::span<const std::span<dtlab::Int448>> buffers,
+                                                       std::span<const dtlab::ElementRange> slices) {
+    return group.ReduceScatterSlices(buffers, ranks, slices, options);
+  };
+  scattered_collectives.scattered.all_gather = [&](std::span<const std::span<float>> buffers,
+                                                   std::span<const dtlab::ElementRange> slices) {
+    return group.AllGatherSlices(buffers, ranks, slices, options);
+  };
+  scattered_collectives.scattered.all_gather_words = [&](std::span<const std::span<std::int64_t>> buffers,
+                                                         std::span<const dtlab::ElementRange> slices) {
+    return group.AllGatherSlices(buffers, ranks, slices, options);
+  };
 
   for (const long mib : bench.sizes_mib) {
     const std::int64_t values = mib == 0 ? gradient_values : (std::int64_t{mib} << 20) / 4;
@@ -121,7 +139,7 @@ int main(int argc, char** argv) {
     std::span<float> float_span(buffer), compact_span(compact_out);
     std::span<std::int64_t> words_span(words_buffer);
     dtlab::CompactExactWorkspace workspace;  // kept from call to call, as a training step keeps it
-    double compact_bytes = 0.0;
+    double compact_bytes = 0.0, scattered_bytes = 0.0;
 
     auto bare = [&] {
       MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -132,6 +150,12 @@ int main(int argc, char** argv) {
                                                 collectives, &workspace);
       Check(stats.status());
       compact_bytes = stats->BytesPerValue();
+    };
+    auto scattered = [&] {
+      auto stats = dtlab::CompactExactAllReduce(std::span(&encoded_pointer, 1), std::span(&compact_span, 1), ranks,
+                                                scattered_collectives, &workspace);
+      Check(stats.status());
+      scattered_bytes = stats->BytesPerValue();
     };
     auto all_words = [&] { Check(group.AllReduce(std::span(&words_span, 1), ranks, dtlab::ReduceOp::kSum, options)); };
     // Refilled before each round: the float sums grow N-fold a call, and the words'
@@ -145,38 +169,47 @@ int main(int argc, char** argv) {
       if (which == 1) ring();
       if (which == 2) compact();
       if (which == 3) all_words();
+      if (which == 4) scattered();
     };
     // The check: compact's floats against the words' sum, rounded once.
     refill(3);
     all_words();
     dtlab::ExactNormalizeAll(words_buffer);
     dtlab::ExactToFloats(words_buffer, words_out);
-    compact();
-    int same = std::memcmp(compact_out.data(), words_out.data(), compact_out.size() * sizeof(float)) == 0;
-    MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int same[2];
+    for (int k = 0; k < 2; ++k) {
+      std::fill(compact_out.begin(), compact_out.end(), -1.0f);
+      k == 0 ? compact() : scattered();
+      same[k] = std::memcmp(compact_out.data(), words_out.data(), compact_out.size() * sizeof(float)) == 0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, same, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     // Calls per round: about half a second of each, at least 2, at most 8 for the
     // words (their digits stay far from overflow) and 40 for the rest (the float
     // sums from 2^-7 or less stay finite on up to 8 ranks: 8^40 = 2^120).
-    int iterations[4];
-    for (int which = 0; which < 4; ++which) {
+    constexpr int kWays = 5;
+    int iterations[kWays];
+    for (int which = 0; which < kWays; ++which) {
       refill(which);
       const double once = Time(1, [&] { call(which); });
       iterations[which] = std::clamp(static_cast<int>(0.5 / std::max(once, 1e-6)), 2, which == 3 ? 8 : 40);
     }
-    MPI_Bcast(iterations, 4, MPI_INT, 0, MPI_COMM_WORLD);
-    double best[4] = {0, 0, 0, 0};
+    MPI_Bcast(iterations, kWays, MPI_INT, 0, MPI_COMM_WORLD);
+    double best[kWays] = {};
     for (int round = 0; round < kRounds; ++round)
-      for (int which = 0; which < 4; ++which) {
+      for (int which = 0; which < kWays; ++which) {
         refill(which);
         const double seconds = Time(iterations[which], [&] { call(which); });
         if (round == 0 || seconds < best[which]) best[which] = seconds;
       }
     if (rank == 0) {
-      const char* names[4] = {"MPI_Allreduce", "float", "compact", "words"};
-      const double wire[4] = {4.0, 4.0, compact_bytes, 8.0 * kExactWords};
-      for (int which = 0; which < 4; ++which)
+      const char* names[kWays] = {"MPI_Allreduce", "float", "compact", "words", "scattered"};
+      const double wire[kWays] = {4.0, 4.0, compact_bytes, 8.0 * kExactWords, scattered_bytes};
+      for (int which = 0; which < kWays; ++which)
         std::printf("%lld %d %s %.6e %.3f %d\n", static_cast<long long>(values * 4), ranks, names[which], best[which],
-                    wire[which], which == 2 ? same : 1);
+                    wire[which],
+                    which == 2   ? same[0]
+                    : which == 4 ? same[1]
+                                 : 1);
       std::fflush(stdout);
     }
   }

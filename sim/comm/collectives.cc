@@ -122,6 +122,67 @@ void ScheduleBroadcast(ScheduleTransport& transport, std::int64_t count, std::in
   transport.Run();
 }
 
+void ScheduleReduceScatterSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker, std::int64_t count,
+                                 std::span<const ElementRange> slices) {
+  const std::int32_t n = transport.num_replicas();
+  const std::int32_t per = replicas_per_worker > 0 ? replicas_per_worker : n;
+  const auto workers = static_cast<std::int32_t>(slices.size());
+  assert(per * workers == n);
+  std::int32_t phase = 0;
+  if (per > 1) {
+    for (std::int32_t w = 0; w < workers; ++w) {
+      transport.BeginTransfer(w * per, count, false);
+      for (std::int32_t r = w * per; r < (w + 1) * per; ++r) transport.AddSource(r, BufferRole::kInput, 0, phase);
+      transport.AddDestination(w * per, 0, phase);
+    }
+    transport.Run();
+    ++phase;
+  }
+  if (workers < 2) return;
+  for (std::int32_t w = 0; w < workers; ++w) {
+    const ElementRange slice = slices[static_cast<std::size_t>(w)];
+    transport.BeginTransfer(w * per, slice.count, false);
+    for (std::int32_t v = 0; v < workers; ++v)
+      transport.AddSource(v * per, per > 1 ? BufferRole::kOutput : BufferRole::kInput, slice.begin, phase);
+    transport.AddDestination(w * per, slice.begin, phase);
+  }
+  transport.Run();
+}
+
+void ScheduleAllGatherSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker,
+                             std::span<const ElementRange> slices) {
+  const std::int32_t n = transport.num_replicas();
+  const std::int32_t per = replicas_per_worker > 0 ? replicas_per_worker : n;
+  const auto workers = static_cast<std::int32_t>(slices.size());
+  assert(per * workers == n);
+  if (workers < 2) return;
+  for (std::int32_t w = 0; w < workers; ++w) {
+    const ElementRange slice = slices[static_cast<std::size_t>(w)];
+    transport.BeginTransfer(w * per, slice.count, false);
+    transport.AddSource(w * per, BufferRole::kInput, slice.begin, 0);
+    for (std::int32_t v = 0; v < workers; ++v)
+      if (v != w) transport.AddDestination(v * per, slice.begin, 0);
+  }
+  transport.Run();
+}
+
+template <typename T>
+void RunSchedule(std::span<const std::span<T>> buffers, const char* name, const CollectiveOptions& options,
+                 const std::function<void(Transport<T>&)>& emit) {
+  assert(!buffers.empty());
+  CheckSameSizes(buffers, buffers[0].size());
+  BeginRecord<T>(options, name, buffers.size(), buffers[0].size());
+  if (buffers.size() > 1) OverTransport(InPlace(buffers), options, emit);
+  if (options.log != nullptr) options.log->End();
+}
+
+template void RunSchedule<float>(std::span<const std::span<float>>, const char*, const CollectiveOptions&,
+                                 const std::function<void(Transport<float>&)>&);
+template void RunSchedule<std::int64_t>(std::span<const std::span<std::int64_t>>, const char*, const CollectiveOptions&,
+                                        const std::function<void(Transport<std::int64_t>&)>&);
+template void RunSchedule<Int448>(std::span<const std::span<Int448>>, const char*, const CollectiveOptions&,
+                                  const std::function<void(Transport<Int448>&)>&);
+
 namespace {
 
 // A transport that moves nothing: it records the messages a schedule would send,

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 
+#include "sim/comm/all_reduce_algorithm.h"
 #include "sim/comm/all_reduce_registry.h"
 #include "sim/comm/faults.h"
 #include "sim/comm/int448.h"
@@ -82,6 +83,29 @@ void ScheduleAllReduce(Transport<T>& transport, AllReduceAlgorithm algorithm, st
 /// sends it to every other replica) over any transport. REQUIRES: N >= 2.
 void ScheduleReduce(ScheduleTransport& transport, std::int64_t count, std::int32_t root, bool divide);
 void ScheduleBroadcast(ScheduleTransport& transport, std::int64_t count, std::int32_t root);
+
+/// The two halves of an all-reduce across workers, for the compact exact all-reduce
+/// between processes (sim/comm/compact_exact.h, ScatteredSum): worker w holds replicas
+/// [w R, (w + 1) R), R = replicas_per_worker (0: one worker holding all), and its
+/// leader is replica w R. `slices` (one per worker, in order, partitioning [0, count))
+/// say which elements each worker ends holding.
+///  - ScheduleReduceScatterSlices: each worker's replicas summed into its leader
+///    (phase 0, where R > 1), then slice w of every leader summed, in worker order,
+///    into leader w's (the next phase, direct: one message from each other leader).
+///    The other elements of the leaders' buffers are then unspecified.
+///  - ScheduleAllGatherSlices: slice w of leader w's buffer to every other leader, in
+///    one phase. The other replicas' buffers are not touched.
+/// REQUIRES: R divides transport.num_replicas(); slices.size() == the worker count.
+void ScheduleReduceScatterSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker, std::int64_t count,
+                                 std::span<const ElementRange> slices);
+void ScheduleAllGatherSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker,
+                             std::span<const ElementRange> slices);
+
+/// Runs one of those schedules over the in-process transport of `buffers` (in place),
+/// recorded in options.log as `name`: a collective's way to run schedules of its own.
+template <typename T>
+void RunSchedule(std::span<const std::span<T>> buffers, const char* name, const CollectiveOptions& options,
+                 const std::function<void(Transport<T>&)>& emit);
 
 /// The record of one collective of `replicas` buffers of `count` elements of
 /// `element_bytes` each, as the message log would hold it after a real call, from

@@ -268,6 +268,41 @@ void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
   ExactAddInt128(out, Window(g, i), BaseOf(g, i));
 }
 
+// Each worker's `mine` (int64s; worker w's part of the result) to every worker,
+// concatenated in worker order: the counts in a SUM collective (each worker's at its
+// index; the other local replicas add zeros), then the words all-gathered.
+StatusOr<std::vector<std::int64_t>> GatherFromWorkers(const std::vector<std::int64_t>& mine,
+                                                      const ExactSumCollectives::Scattered& scattered,
+                                                      std::size_t local, const ExactSumCollectives& collectives,
+                                                      CompactExactStats& stats) {
+  const auto workers = static_cast<std::size_t>(scattered.workers);
+  std::vector<std::vector<std::int64_t>> counts(local, std::vector<std::int64_t>(workers, 0));
+  counts[0][static_cast<std::size_t>(scattered.worker)] = static_cast<std::int64_t>(mine.size());
+  {
+    std::vector<std::span<std::int64_t>> spans(counts.begin(), counts.end());
+    DTLAB_RETURN_IF_ERROR(collectives.sum_words(spans));
+    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(spans, "undecided counts"));
+    stats.words += static_cast<std::int64_t>(workers);
+  }
+  std::vector<ElementRange> slices;
+  std::int64_t total = 0;
+  for (std::size_t w = 0; w < workers; ++w) {
+    const std::int64_t c = counts[0][w];
+    if (c < 0 || c > (std::int64_t{1} << 40) - total)
+      return Status::Runtime("the compact all-reduce read a worker's undecided count of " + std::to_string(c) +
+                             ": a collective broke its contract");
+    slices.push_back({total, c});
+    total += c;
+  }
+  if (total == 0) return std::vector<std::int64_t>{};
+  std::vector<std::vector<std::int64_t>> all(local, std::vector<std::int64_t>(static_cast<std::size_t>(total), 0));
+  std::copy(mine.begin(), mine.end(), all[0].begin() + slices[static_cast<std::size_t>(scattered.worker)].begin);
+  std::vector<std::span<std::int64_t>> spans(all.begin(), all.end());
+  DTLAB_RETURN_IF_ERROR(scattered.all_gather_words(spans, slices));
+  stats.gathered_words += total;
+  return std::move(all[0]);
+}
+
 }  // namespace
 
 void compact_internal::DecideWindowSums(std::span<const std::int64_t> sums, int count_bits, int lsb,
@@ -337,9 +372,30 @@ StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name) {
 
 std::string_view ExactAllReduceName(ExactAllReduce kind) { return EnumName(kind, kKinds); }
 
+std::vector<ElementRange> CompactScatterSlices(std::int64_t values, std::int32_t workers,
+                                               std::vector<ElementRange>* value_slices) {
+  constexpr std::int64_t kGrainGroups = kCompactScatterGrain / Int448::kFields;
+  const std::int64_t groups = (values + Int448::kFields - 1) / Int448::kFields;
+  const std::int64_t grains = (values + kCompactScatterGrain - 1) / kCompactScatterGrain;
+  std::vector<ElementRange> slices;
+  for (std::int32_t w = 0; w < workers; ++w) {
+    const ElementRange g = Chunk(grains, workers, w);
+    const std::int64_t begin = std::min(groups, g.begin * kGrainGroups);
+    const std::int64_t end = std::min(groups, (g.begin + g.count) * kGrainGroups);
+    slices.push_back({begin, end - begin});
+    if (value_slices != nullptr)
+      value_slices->push_back(
+          {begin * Int448::kFields, std::min(values, end * Int448::kFields) - begin * Int448::kFields});
+  }
+  return slices;
+}
+
 double CompactExactStats::BytesPerValue() const {
   if (values == 0) return 0.0;
-  return static_cast<double>(scale_floats * 4 + words * 8) / static_cast<double>(values);
+  // A reduce-scatter, or an all-gather, moves half an all-reduce's bytes.
+  return (static_cast<double>(scale_floats * 4 + words * 8) +
+          static_cast<double>(scattered_words * 8 + gathered_floats * 4 + gathered_words * 8) / 2.0) /
+         static_cast<double>(values);
 }
 
 void CompactGradient::Encode(std::span<std::int64_t> words) {
@@ -512,7 +568,19 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     const std::int64_t whole_size = first ? stats.full_values * kExactWords : 0;
     if (sent + whole_size == 0) break;
     stats.sent.push_back(sent);
-    stats.words += replicas > 1 ? groups * Int448::kLimbs + whole_size : 0;
+    // Between workers, round 2's sums are reduce-scattered: this worker decides the
+    // values of its slice (`decided`), and the floats are all-gathered below.
+    const ExactSumCollectives::Scattered& scattered = collectives.scattered;
+    const bool scatter = first && windowed.empty() && scattered.workers > 1 && groups > 0 &&
+                         workspace->undecided_fraction <= CompactExactWorkspace::kMaxScatteredUndecided;
+    std::vector<ElementRange> slices, value_slices;  // per worker: groups, values
+    ElementRange decided{0, sent};
+    if (scatter) {
+      slices = CompactScatterSlices(sent, scattered.workers, &value_slices);
+      decided = value_slices[static_cast<std::size_t>(scattered.worker)];
+    }
+    stats.words += replicas > 1 ? (scatter ? 0 : groups * Int448::kLimbs) + whole_size : 0;
+    if (scatter) stats.scattered_words += groups * Int448::kLimbs, stats.gathered_floats += sent;
     auto value_index = [&](std::int64_t k) {
       if (!first) return pending[static_cast<std::size_t>(k)].index;
       return windowed.empty() ? k : windowed[static_cast<std::size_t>(k)];
@@ -561,7 +629,10 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
           WholeWords(*inputs[r], whole[w], whole_words[r].data() + w * kExactWords);
       }
     });
-    if (groups > 0) {
+    if (scatter) {
+      std::vector<std::span<Int448>> spans(buffers.begin(), buffers.end());
+      DTLAB_RETURN_IF_ERROR(scattered.reduce_scatter(spans, slices));
+    } else if (groups > 0) {
       std::vector<std::span<Int448>> spans(buffers.begin(), buffers.end());
       DTLAB_RETURN_IF_ERROR(collectives.sum_groups(spans));
       DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<Int448>(spans, "window sums"));
@@ -577,50 +648,69 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
         out[static_cast<std::size_t>(whole[w])] = ExactToFloat(whole_words[0].data() + w * kExactWords);
     }
 
-    // Decide from the sums, once: every replica read the same ones.
+    // Decide from the sums, once: every replica read the same ones (scattered: this
+    // worker's slice, which begins at a chunk).
     const std::vector<Int448>& sums = buffers[0];
     std::vector<char> undecided(static_cast<std::size_t>(sent), 0);
     const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
-    tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
-      const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
-      std::array<std::int64_t, kGrain> fields;  // the chunk's field sums
-      for (std::int64_t g = 0; g * Int448::kFields < chunk_end - chunk_begin; ++g)
-        UnpackFields(sums[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)],
-                     fields.data() + g * Int448::kFields, bias);
-      auto sum = [&](std::int64_t k) { return fields[static_cast<std::size_t>(k - chunk_begin)]; };
-      if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
-        // A block at a time (chunks start at a block): one window lsb.
-        for (std::int64_t first_value = chunk_begin; first_value < chunk_end; first_value += kCompactBlock) {
-          const auto size = static_cast<std::size_t>(std::min(kCompactBlock, chunk_end - first_value));
-          const auto j = static_cast<std::size_t>(first_value);
-          compact_internal::DecideWindowSums(
-              std::span<const std::int64_t>(fields.data() + (first_value - chunk_begin), size), count_bits,
-              block_lsb[j / kCompactBlock], out.subspan(j, size), std::span<char>(undecided).subspan(j, size));
-        }
-        return;
-      }
-      for (std::int64_t k = chunk * kGrain; k < chunk_end; ++k) {
-        const auto j = static_cast<std::size_t>(k);
-        const std::int64_t i = value_index(k);
-        float value;
-        undecided[j] = !Decide(sum(k) >> count_bits, sum(k) & count_mask, window_lsb(k, i),
-                               first ? nullptr : &pending[j].known, value);
-        if (!undecided[j]) out[static_cast<std::size_t>(i)] = value;
-      }
-    });
-    std::vector<Pending> next;
-    // The undecided values are few: found by memchr (a byte at a time was 7% of a
-    // 2-replica call, on one thread).
-    const char* flags = undecided.data();
-    for (const char* at = flags; (at = static_cast<const char*>(std::memchr(at, 1, undecided.size() - (at - flags))));
+    static_assert(kCompactScatterGrain % kGrain == 0);
+    tbb::parallel_for(
+        decided.begin / kGrain, (decided.begin + decided.count + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
+          const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
+          std::array<std::int64_t, kGrain> fields;  // the chunk's field sums
+          for (std::int64_t g = 0; g * Int448::kFields < chunk_end - chunk_begin; ++g)
+            UnpackFields(sums[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)],
+                         fields.data() + g * Int448::kFields, bias);
+          auto sum = [&](std::int64_t k) { return fields[static_cast<std::size_t>(k - chunk_begin)]; };
+          if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
+            // A block at a time (chunks start at a block): one window lsb.
+            for (std::int64_t first_value = chunk_begin; first_value < chunk_end; first_value += kCompactBlock) {
+              const auto size = static_cast<std::size_t>(std::min(kCompactBlock, chunk_end - first_value));
+              const auto j = static_cast<std::size_t>(first_value);
+              compact_internal::DecideWindowSums(
+                  std::span<const std::int64_t>(fields.data() + (first_value - chunk_begin), size), count_bits,
+                  block_lsb[j / kCompactBlock], out.subspan(j, size), std::span<char>(undecided).subspan(j, size));
+            }
+            return;
+          }
+          for (std::int64_t k = chunk * kGrain; k < chunk_end; ++k) {
+            const auto j = static_cast<std::size_t>(k);
+            const std::int64_t i = value_index(k);
+            float value;
+            undecided[j] = !Decide(sum(k) >> count_bits, sum(k) & count_mask, window_lsb(k, i),
+                                   first ? nullptr : &pending[j].known, value);
+            if (!undecided[j]) out[static_cast<std::size_t>(i)] = value;
+          }
+        });
+    // The undecided values, as (k, its field sum) pairs: few, so found by memchr (a
+    // byte at a time was 7% of a 2-replica call, on one thread).
+    std::vector<std::int64_t> left;
+    const char* flags = undecided.data() + decided.begin;
+    for (const char* at = flags; (at = static_cast<const char*>(std::memchr(at, 1, decided.count - (at - flags))));
          ++at) {
-      const std::int64_t k = at - flags;
-      const auto j = static_cast<std::size_t>(k);
-      const std::int64_t i = value_index(k);
-      Pending p{i, window_lsb(k, i), first ? Words{} : pending[j].known};
+      const std::int64_t k = decided.begin + (at - flags);
       std::array<std::int64_t, Int448::kFields> group;
       UnpackFields(sums[static_cast<std::size_t>(k / Int448::kFields)], group.data(), bias);
-      ExactAddInt128(p.known.data(), group[static_cast<std::size_t>(k % Int448::kFields)] >> count_bits, p.lsb);
+      left.push_back(k);
+      left.push_back(group[static_cast<std::size_t>(k % Int448::kFields)]);
+    }
+    if (scatter) {
+      // Every worker's decided floats to every worker, and every worker's undecided
+      // values with their sums (a count per worker, then the pairs, in worker order).
+      DTLAB_RETURN_IF_ERROR(scattered.all_gather(outputs, value_slices));
+      DTLAB_ASSIGN_OR_RETURN(left, GatherFromWorkers(left, scattered, local, collectives, stats));
+    }
+    if (first && sent > 0)
+      workspace->undecided_fraction = static_cast<double>(left.size() / 2) / static_cast<double>(sent);
+    std::vector<Pending> next;
+    for (std::size_t e = 0; e < left.size(); e += 2) {
+      const std::int64_t k = left[e];
+      if (e + 1 >= left.size() || k < 0 || k >= sent || (e > 0 && k <= left[e - 2]))
+        return Status::Runtime("the compact all-reduce read an undecided value's index out of order (" +
+                               std::to_string(k) + "): a collective broke its contract");
+      const std::int64_t i = value_index(k);
+      Pending p{i, window_lsb(k, i), first ? Words{} : pending[static_cast<std::size_t>(k)].known};
+      ExactAddInt128(p.known.data(), left[e + 1] >> count_bits, p.lsb);
       next.push_back(p);
     }
     pending = std::move(next);

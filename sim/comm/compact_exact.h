@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "sim/comm/all_reduce_algorithm.h"
 #include "sim/comm/int448.h"
 
 namespace dtlab {
@@ -45,6 +46,13 @@ std::string_view ExactAllReduceName(ExactAllReduce kind);
 
 /// Values per block scale: one float per 32 values adds 1/8 byte per value.
 inline constexpr std::int64_t kCompactBlock = 32;
+/// The values of a worker's slice come in multiples of this (ExactSumCollectives::Scattered).
+inline constexpr std::int64_t kCompactScatterGrain = 4096;
+/// Round 2's slices of `values` windowed values across `workers` workers, one per
+/// worker in order, as Int448 groups: near-equal runs of kCompactScatterGrain values.
+/// `value_slices`, if not null, gets the same slices as values (the floats' all-gather).
+std::vector<ElementRange> CompactScatterSlices(std::int64_t values, std::int32_t workers,
+                                               std::vector<ElementRange>* value_slices = nullptr);
 
 /// The SUM collectives the compact all-reduce runs on: in place over this process's
 /// replicas' buffers (one span per local replica, all the same size), every buffer
@@ -54,6 +62,25 @@ struct ExactSumCollectives {
   std::function<Status(std::span<const std::span<float>>)> sum_floats;
   std::function<Status(std::span<const std::span<std::int64_t>>)> sum_words;
   std::function<Status(std::span<const std::span<Int448>>)> sum_groups;
+  /// Optional, where the replicas span processes (workers > 1): round 2's window sums
+  /// as a reduce-scatter of the groups across the workers, each worker deciding only
+  /// the values of its slice, then an all-gather of the decided floats. Every worker
+  /// otherwise reads every sum and decides every value: this spares W - 1 of those W
+  /// decisions and sends floats, not groups, in the all-reduce's second half.
+  /// Worker w's slice is a multiple of kCompactScatterGrain values (the last ends at
+  /// the value count). The results are the same bits either way.
+  struct Scattered {
+    std::int32_t workers = 1;  // the scattered path runs where workers > 1
+    std::int32_t worker = 0;   // this process's worker (it holds one)
+    /// Sums the groups of every replica of every worker: afterwards buffers[0] (this
+    /// worker's first replica) holds the sum of slice `worker`'s groups. `slices` (one
+    /// per worker, in order) partition the buffers' groups.
+    std::function<Status(std::span<const std::span<Int448>>, std::span<const ElementRange>)> reduce_scatter;
+    /// Slice w of worker w's buffers[0] to every worker's buffers[0]: the decided
+    /// floats, then the undecided values' indices and sums.
+    std::function<Status(std::span<const std::span<float>>, std::span<const ElementRange>)> all_gather;
+    std::function<Status(std::span<const std::span<std::int64_t>>, std::span<const ElementRange>)> all_gather_words;
+  } scattered;
 };
 
 /// The three from one generic callable: sum(std::span<const std::span<T>>) -> Status.
@@ -61,7 +88,8 @@ template <typename Sum>
 ExactSumCollectives SumCollectivesOf(Sum sum) {
   return {[sum](std::span<const std::span<float>> b) { return sum(b); },
           [sum](std::span<const std::span<std::int64_t>> b) { return sum(b); },
-          [sum](std::span<const std::span<Int448>> b) { return sum(b); }};
+          [sum](std::span<const std::span<Int448>> b) { return sum(b); },
+          {}};
 }
 
 namespace compact_internal {
@@ -80,11 +108,14 @@ void DecideWindowSums(std::span<const std::int64_t> sums, int count_bits, int ls
 /// What the compact all-reduce sent, per replica.
 struct CompactExactStats {
   std::int64_t values = 0;
-  std::int64_t scale_floats = 0;   // round 1
-  std::int64_t words = 0;          // int64 words (7 per Int448) over every later round
-  std::int64_t full_values = 0;    // values sent as whole accumulators
-  std::int64_t zero_values = 0;    // values in blocks that were zero on every replica (sent as zero words)
-  std::vector<std::int64_t> sent;  // per window round: the values it carried
+  std::int64_t scale_floats = 0;     // round 1
+  std::int64_t words = 0;            // int64 words (7 per Int448) all-reduced over every later round
+  std::int64_t scattered_words = 0;  // round 2's words, where reduce-scattered (Scattered)
+  std::int64_t gathered_floats = 0;  // round 2's floats, all-gathered (Scattered)
+  std::int64_t gathered_words = 0;   // round 2's undecided values' indices and sums, all-gathered
+  std::int64_t full_values = 0;      // values sent as whole accumulators
+  std::int64_t zero_values = 0;      // values in blocks that were zero on every replica (sent as zero words)
+  std::vector<std::int64_t> sent;    // per window round: the values it carried
   /// Bytes on the wire per value, against 4 for a float all-reduce.
   double BytesPerValue() const;
 };
@@ -136,6 +167,12 @@ struct CompactExactWorkspace {
   std::vector<std::vector<Int448>> groups;       // the window rounds' packed fields
   std::vector<std::vector<std::int64_t>> words;  // round 2's whole values
   std::vector<CompactGradient> encoded;          // the replicas' words, encoded (the overload that takes words)
+  /// The fraction of round 2's values the last call left undecided (every worker
+  /// reads the same). Scattered, an undecided value's index and sum cost 16 bytes,
+  /// and round 2 saves 1.5 bytes a value: past kMaxScatteredUndecided (gradients
+  /// leave far fewer) the next call all-reduces round 2 instead.
+  double undecided_fraction = 0.0;
+  static constexpr double kMaxScatteredUndecided = 0.125;
 };
 
 /// outputs[r][i] = the sum over all `replicas` replicas of value i of inputs[r],

@@ -544,9 +544,8 @@ StatusOr<WorkerGroup::Received> MpiWorkerGroup::Receive(std::int32_t from, std::
 }
 
 template <typename T>
-Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::int32_t replicas, ReduceOp op,
-                                    const CollectiveOptions& options) {
-  const std::string name = "all_reduce/" + std::string(AllReduceAlgorithmName(options.algorithm));
+Status MpiWorkerGroup::RunSchedule(std::span<const std::span<T>> local, std::int32_t replicas, const std::string& name,
+                                   const CollectiveOptions& options, const std::function<void(Transport<T>&)>& emit) {
   const std::int64_t count = local.empty() ? 0 : static_cast<std::int64_t>(local[0].size());
   if (options.log != nullptr)
     options.log->Begin(name, options.step, replicas, count * static_cast<std::int64_t>(sizeof(T)));
@@ -570,9 +569,41 @@ Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::in
   ();
   MpiTransport<T> transport(local, replicas, rank_, &phases_, timeout_seconds_, options.log, options.step, name,
                             staging, results);
-  ScheduleAllReduce<T>(transport, options.algorithm, count, op, options.replicas_per_worker);
+  emit(transport);
   if (options.log != nullptr) options.log->End();
   return transport.status();
+}
+
+template <typename T>
+Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::int32_t replicas, ReduceOp op,
+                                    const CollectiveOptions& options) {
+  const std::int64_t count = local.empty() ? 0 : static_cast<std::int64_t>(local[0].size());
+  return RunSchedule<T>(local, replicas, "all_reduce/" + std::string(AllReduceAlgorithmName(options.algorithm)),
+                        options, [&](Transport<T>& transport) {
+                          ScheduleAllReduce<T>(transport, options.algorithm, count, op, options.replicas_per_worker);
+                        });
+}
+
+Status MpiWorkerGroup::ReduceScatterSlices(std::span<const std::span<Int448>> local, std::int32_t replicas,
+                                           std::span<const ElementRange> slices, const CollectiveOptions& options) {
+  const std::int64_t count = local.empty() ? 0 : static_cast<std::int64_t>(local[0].size());
+  return RunSchedule<Int448>(local, replicas, "reduce_scatter", options, [&](Transport<Int448>& transport) {
+    ScheduleReduceScatterSlices(transport, static_cast<std::int32_t>(local.size()), count, slices);
+  });
+}
+
+Status MpiWorkerGroup::AllGatherSlices(std::span<const std::span<float>> local, std::int32_t replicas,
+                                       std::span<const ElementRange> slices, const CollectiveOptions& options) {
+  return RunSchedule<float>(local, replicas, "all_gather", options, [&](Transport<float>& transport) {
+    ScheduleAllGatherSlices(transport, static_cast<std::int32_t>(local.size()), slices);
+  });
+}
+
+Status MpiWorkerGroup::AllGatherSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
+                                       std::span<const ElementRange> slices, const CollectiveOptions& options) {
+  return RunSchedule<std::int64_t>(local, replicas, "all_gather", options, [&](Transport<std::int64_t>& transport) {
+    ScheduleAllGatherSlices(transport, static_cast<std::int32_t>(local.size()), slices);
+  });
 }
 
 Status MpiWorkerGroup::AllReduce(std::span<const std::span<float>> local, std::int32_t replicas, ReduceOp op,

@@ -19,6 +19,7 @@
 // one that called Create) makes every call. oneTBB tasks only combine buffers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,12 @@ class MpiWorkerGroup final : public WorkerGroup {
                    const CollectiveOptions& options) override;
   Status AllReduce(std::span<const std::span<std::int64_t>> local, std::int32_t replicas, ReduceOp op,
                    const CollectiveOptions& options) override;
+  Status ReduceScatterSlices(std::span<const std::span<Int448>> local, std::int32_t replicas,
+                             std::span<const ElementRange> slices, const CollectiveOptions& options) override;
+  Status AllGatherSlices(std::span<const std::span<float>> local, std::int32_t replicas,
+                         std::span<const ElementRange> slices, const CollectiveOptions& options) override;
+  Status AllGatherSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
+                         std::span<const ElementRange> slices, const CollectiveOptions& options) override;
   Status Send(std::int32_t to, std::span<const std::byte> bytes, std::string_view what) override;
   StatusOr<Received> Receive(std::int32_t from, std::string_view what) override;
 
@@ -58,6 +65,10 @@ class MpiWorkerGroup final : public WorkerGroup {
   template <typename T>
   Status RunAllReduce(std::span<const std::span<T>> local, std::int32_t replicas, ReduceOp op,
                       const CollectiveOptions& options);
+  /// Runs `emit`'s schedule over the replicas of all ranks, recorded as `name`.
+  template <typename T>
+  Status RunSchedule(std::span<const std::span<T>> local, std::int32_t replicas, const std::string& name,
+                     const CollectiveOptions& options, const std::function<void(Transport<T>&)>& emit);
 
   std::int32_t rank_ = 0, size_ = 1;
   double timeout_seconds_ = 60;

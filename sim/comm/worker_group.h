@@ -48,6 +48,18 @@ class WorkerGroup {
   virtual Status AllReduce(std::span<const std::span<Int448>> local, std::int32_t replicas, ReduceOp op,
                            const CollectiveOptions& options) = 0;
 
+  /// The halves of the compact exact all-reduce's window sums between workers
+  /// (sim/comm/compact_exact.h, ScatteredSum): ScheduleReduceScatterSlices and
+  /// ScheduleAllGatherSlices (sim/comm/collectives.h) over the `replicas` replicas of
+  /// all workers, `slices` one per worker; in options.log as "reduce_scatter" and
+  /// "all_gather".
+  virtual Status ReduceScatterSlices(std::span<const std::span<Int448>> local, std::int32_t replicas,
+                                     std::span<const ElementRange> slices, const CollectiveOptions& options) = 0;
+  virtual Status AllGatherSlices(std::span<const std::span<float>> local, std::int32_t replicas,
+                                 std::span<const ElementRange> slices, const CollectiveOptions& options) = 0;
+  virtual Status AllGatherSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
+                                 std::span<const ElementRange> slices, const CollectiveOptions& options) = 0;
+
   /// Point-to-point, for the asynchronous parameter-server protocol: sends `bytes`
   /// to worker `to`; returns once it is on its way (Runtime after the timeout).
   virtual Status Send(std::int32_t to, std::span<const std::byte> bytes, std::string_view what) = 0;

@@ -9,6 +9,7 @@
 #include "core/exact_words.h"
 #include "sim/comm/all_reduce_algorithm.h"
 #include "sim/comm/collectives.h"
+#include "sim/comm/compact_exact.h"
 #include "sim/engines/cluster.h"
 #include "sim/timing/trace.h"
 
@@ -57,7 +58,22 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
     // whole words for non-finite blocks, depend on the values: they are priced when a
     // step sends them.
     all_reduce((parameter_values + kCompactBlock - 1) / kCompactBlock, 4);
-    all_reduce((parameter_values + Int448::kFields - 1) / Int448::kFields, sizeof(Int448));
+    const std::int64_t groups = (parameter_values + Int448::kFields - 1) / Int448::kFields;
+    const std::int32_t processes = config.worker_group != nullptr ? config.worker_group->size() : 1;
+    if (processes > 1) {
+      // Between processes, round 2 is reduce-scattered and its floats all-gathered
+      // (ExactSumCollectives::Scattered).
+      std::vector<ElementRange> value_slices;
+      const std::vector<ElementRange> slices = CompactScatterSlices(parameter_values, processes, &value_slices);
+      const std::int32_t per = n / processes;
+      records.push_back(RecordSchedule("reduce_scatter", n, groups, sizeof(Int448), [&](ScheduleTransport& t) {
+        ScheduleReduceScatterSlices(t, per, groups, slices);
+      }));
+      records.push_back(RecordSchedule("all_gather", n, parameter_values, 4,
+                                       [&](ScheduleTransport& t) { ScheduleAllGatherSlices(t, per, value_slices); }));
+    } else {
+      all_reduce(groups, sizeof(Int448));
+    }
   } else if (central) {
     records.push_back(RecordSchedule("reduce", n, words, word_bytes,
                                      [&](ScheduleTransport& t) { ScheduleReduce(t, words, 0, false); }));
