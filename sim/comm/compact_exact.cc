@@ -361,9 +361,12 @@ void compact_internal::DecideWindowSums(std::span<const std::int64_t> sums, int 
 // 2^20), so s' < 2^(ilogb(s) + 1) wherever s (1 + N 2^-23) is (the double product's
 // rounding is covered by one more N), and s' < 2^(ilogb(s) + 2) always.
 int compact_internal::ScaleSumTop(float s, std::int32_t replicas) {
-  const int e = std::ilogb(s);
+  // ilogb(s) from the exponent field where s is normal (ilogb and ldexp, library
+  // calls, were most of a 16 MiB call's block loop: 6 ns a block).
+  const auto biased = static_cast<int>(std::bit_cast<std::uint32_t>(s) >> 23);
+  const int e = biased != 0 ? biased - 127 : std::ilogb(s);
   const double margin = 1.0 + static_cast<double>(replicas + 1) * 0x1p-23;
-  return e + (static_cast<double>(s) * margin < std::ldexp(1.0, e + 1) ? 1 : 2);
+  return e + (static_cast<double>(s) * margin < PowerOfTwoDouble(e + 1) ? 1 : 2);
 }
 
 StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name) {
