@@ -155,15 +155,27 @@ void ScheduleAllGatherSlices(ScheduleTransport& transport, std::int32_t replicas
   const std::int32_t per = replicas_per_worker > 0 ? replicas_per_worker : n;
   const auto workers = static_cast<std::int32_t>(slices.size());
   assert(per * workers == n);
-  if (workers < 2) return;
-  for (std::int32_t w = 0; w < workers; ++w) {
-    const ElementRange slice = slices[static_cast<std::size_t>(w)];
-    transport.BeginTransfer(w * per, slice.count, false);
-    transport.AddSource(w * per, BufferRole::kInput, slice.begin, 0);
-    for (std::int32_t v = 0; v < workers; ++v)
-      if (v != w) transport.AddDestination(v * per, slice.begin, 0);
+  std::int32_t phase = 0;
+  if (workers > 1) {
+    for (std::int32_t w = 0; w < workers; ++w) {
+      const ElementRange slice = slices[static_cast<std::size_t>(w)];
+      transport.BeginTransfer(w * per, slice.count, false);
+      transport.AddSource(w * per, BufferRole::kInput, slice.begin, phase);
+      for (std::int32_t v = 0; v < workers; ++v)
+        if (v != w) transport.AddDestination(v * per, slice.begin, phase);
+    }
+    transport.Run();
+    ++phase;
   }
-  transport.Run();
+  if (per > 1 && !slices.empty()) {
+    const std::int64_t count = slices.back().begin + slices.back().count;
+    for (std::int32_t w = 0; w < workers; ++w) {
+      transport.BeginTransfer(w * per, count, false);
+      transport.AddSource(w * per, BufferRole::kInput, 0, phase);
+      for (std::int32_t r = w * per + 1; r < (w + 1) * per; ++r) transport.AddDestination(r, 0, phase);
+    }
+    transport.Run();
+  }
 }
 
 template <typename T>

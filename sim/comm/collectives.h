@@ -93,8 +93,9 @@ void ScheduleBroadcast(ScheduleTransport& transport, std::int64_t count, std::in
 ///    (phase 0, where R > 1), then slice w of every leader summed, in worker order,
 ///    into leader w's (the next phase, direct: one message from each other leader).
 ///    The other elements of the leaders' buffers are then unspecified.
-///  - ScheduleAllGatherSlices: slice w of leader w's buffer to every other leader, in
-///    one phase. The other replicas' buffers are not touched.
+///  - ScheduleAllGatherSlices: slice w of leader w's buffer to every other leader (one
+///    phase), then each leader's whole buffer to its worker's other replicas (the
+///    next, where R > 1).
 /// REQUIRES: R divides transport.num_replicas(); slices.size() == the worker count.
 void ScheduleReduceScatterSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker, std::int64_t count,
                                  std::span<const ElementRange> slices);

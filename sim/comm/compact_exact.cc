@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "core/enum_names.h"
@@ -561,6 +562,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   // Round 2 and the refinements: one 56-bit field per windowed value, eight to an
   // Int448; in round 2 the whole values' words follow in a collective of their own.
   std::vector<Pending> pending;
+  std::optional<std::vector<std::int64_t>> refined;  // after a scattered round 2: the values decided later
   std::vector<std::vector<Int448>>& buffers = workspace->groups;
   std::vector<std::vector<std::int64_t>>& whole_words = workspace->words;
   buffers.resize(local);
@@ -698,7 +700,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       left.push_back(group[static_cast<std::size_t>(k % Int448::kFields)]);
     }
     if (scatter) {
-      // Every worker's decided floats to every worker, and every worker's undecided
+      // Every worker's decided floats to every replica, and every worker's undecided
       // values with their sums (a count per worker, then the pairs, in worker order).
       DTLAB_RETURN_IF_ERROR(scattered.all_gather(outputs, value_slices));
       DTLAB_ASSIGN_OR_RETURN(left, GatherFromWorkers(left, scattered, local, collectives, stats));
@@ -716,10 +718,20 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       ExactAddInt128(p.known.data(), left[e + 1] >> count_bits, p.lsb);
       next.push_back(p);
     }
+    if (scatter) {  // the all-gather gave every replica round 2's floats: the rest remain
+      refined.emplace();
+      for (const Pending& p : next) refined->push_back(p.index);
+    }
     pending = std::move(next);
   }
-  tbb::parallel_for(std::size_t{1}, local,
-                    [&](std::size_t r) { std::copy(outputs[0].begin(), outputs[0].end(), outputs[r].begin()); });
+  tbb::parallel_for(std::size_t{1}, local, [&](std::size_t r) {
+    if (!refined) {
+      std::copy(outputs[0].begin(), outputs[0].end(), outputs[r].begin());
+      return;
+    }
+    for (const std::int64_t i : *refined)
+      outputs[r][static_cast<std::size_t>(i)] = outputs[0][static_cast<std::size_t>(i)];
+  });
   return stats;
 }
 
