@@ -122,12 +122,20 @@ void ScheduleBroadcast(ScheduleTransport& transport, std::int64_t count, std::in
   transport.Run();
 }
 
+namespace {
+// The replicas per worker of a schedule over `workers` workers' slices.
+std::int32_t ReplicasPerWorker(const ScheduleTransport& transport, std::int32_t replicas_per_worker,
+                               [[maybe_unused]] std::int32_t workers) {
+  const std::int32_t per = replicas_per_worker > 0 ? replicas_per_worker : transport.num_replicas();
+  assert(per * workers == transport.num_replicas());
+  return per;
+}
+}  // namespace
+
 void ScheduleReduceScatterSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker, std::int64_t count,
                                  std::span<const ElementRange> slices) {
-  const std::int32_t n = transport.num_replicas();
-  const std::int32_t per = replicas_per_worker > 0 ? replicas_per_worker : n;
   const auto workers = static_cast<std::int32_t>(slices.size());
-  assert(per * workers == n);
+  const std::int32_t per = ReplicasPerWorker(transport, replicas_per_worker, workers);
   std::int32_t phase = 0;
   if (per > 1) {
     for (std::int32_t w = 0; w < workers; ++w) {
@@ -151,10 +159,8 @@ void ScheduleReduceScatterSlices(ScheduleTransport& transport, std::int32_t repl
 
 void ScheduleAllGatherSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker,
                              std::span<const ElementRange> slices) {
-  const std::int32_t n = transport.num_replicas();
-  const std::int32_t per = replicas_per_worker > 0 ? replicas_per_worker : n;
   const auto workers = static_cast<std::int32_t>(slices.size());
-  assert(per * workers == n);
+  const std::int32_t per = ReplicasPerWorker(transport, replicas_per_worker, workers);
   std::int32_t phase = 0;
   if (workers > 1) {
     for (std::int32_t w = 0; w < workers; ++w) {
