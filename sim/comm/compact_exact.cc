@@ -387,9 +387,10 @@ std::vector<ElementRange> CompactScatterSlices(std::int64_t values, std::int32_t
     const std::int64_t begin = std::min(groups, g.begin * kGrainGroups);
     const std::int64_t end = std::min(groups, (g.begin + g.count) * kGrainGroups);
     slices.push_back({begin, end - begin});
-    if (value_slices != nullptr)
-      value_slices->push_back(
-          {begin * Int448::kFields, std::min(values, end * Int448::kFields) - begin * Int448::kFields});
+    if (value_slices != nullptr) {  // an empty slice past the last value starts at the value count
+      const std::int64_t value_begin = std::min(values, begin * Int448::kFields);
+      value_slices->push_back({value_begin, std::min(values, end * Int448::kFields) - value_begin});
+    }
   }
   return slices;
 }

@@ -389,8 +389,14 @@ TEST(CompactExact, ScatteredAcrossWorkersGivesTheSameBits) {
     std::size_t replicas, values;
     std::vector<std::int32_t> workers;
   };
-  for (const Case& c : std::vector<Case>{
-           {2, 20000, {2}}, {3, 9000, {3}}, {4, 20000, {2, 4}}, {8, 5000, {2, 4, 8}}, {6, 30000, {2, 3, 6}}}) {
+  // (5,001 and 1,234 values: the last group is not full, and some workers' slices
+  // are empty, past the last value.)
+  for (const Case& c : std::vector<Case>{{2, 20000, {2}},
+                                         {3, 9000, {3}},
+                                         {4, 20000, {2, 4}},
+                                         {8, 5001, {2, 4, 8}},
+                                         {6, 30000, {2, 3, 6}},
+                                         {3, 1234, {3}}}) {
     const Terms terms = GradientTerms(c.replicas, c.values, static_cast<std::uint32_t>(c.replicas));
     const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
     ExpectSameBits(outcome, std::to_string(c.replicas) + " replicas");
@@ -408,6 +414,18 @@ TEST(CompactExact, ScatteredAcrossWorkersGivesTheSameBits) {
       // Round 2's groups reduce-scattered and its floats all-gathered; the same
       // rounds, the same refinements.
       const auto groups = static_cast<std::int64_t>((c.values + 7) / 8);
+      if (w == 2 && c.values == 5001) {  // two grains, slices of 512 and 114 groups; values [4096, 5001)
+        std::vector<ElementRange> value_slices;
+        const std::vector<ElementRange> slices = CompactScatterSlices(5001, 4, &value_slices);
+        ASSERT_EQ(slices.size(), 4u);
+        EXPECT_EQ(slices[1].begin, 512);
+        EXPECT_EQ(slices[1].count, 114);
+        EXPECT_EQ(slices[3].count, 0);
+        EXPECT_EQ(value_slices[1].begin, 4096);
+        EXPECT_EQ(value_slices[1].count, 905);
+        EXPECT_EQ(value_slices[3].begin, 5001);  // empty, at the end
+        EXPECT_EQ(value_slices[3].count, 0);
+      }
       EXPECT_EQ(stats.scattered_words, groups * Int448::kLimbs);
       EXPECT_EQ(stats.gathered_floats, static_cast<std::int64_t>(c.values));
       EXPECT_EQ(stats.sent, outcome.stats.sent);
