@@ -104,20 +104,14 @@ int main(int argc, char** argv) {
         return group.AllReduce(buffers, ranks, dtlab::ReduceOp::kSum, options);
       });
   dtlab::ExactSumCollectives scattered_collectives = collectives;
-  scattered_collectives.scattered.workers = ranks;
-  scattered_collectives.scattered.worker = rank;
-  scattered_collectives.scattered.reduce_scatter = [&](std::span<const std::span<dtlab::Int448>> buffers,
-                                                       std::span<const dtlab::ElementRange> slices) {
-    return group.ReduceScatterSlices(buffers, ranks, slices, options);
-  };
-  scattered_collectives.scattered.all_gather = [&](std::span<const std::span<float>> buffers,
-                                                   std::span<const dtlab::ElementRange> slices) {
-    return group.AllGatherSlices(buffers, ranks, slices, options);
-  };
-  scattered_collectives.scattered.all_gather_words = [&](std::span<const std::span<std::int64_t>> buffers,
-                                                         std::span<const dtlab::ElementRange> slices) {
-    return group.AllGatherSlices(buffers, ranks, slices, options);
-  };
+  scattered_collectives.scattered = dtlab::ScatteredOf(
+      ranks, rank,
+      [&](std::span<const std::span<dtlab::Int448>> buffers, std::span<const dtlab::ElementRange> slices) {
+        return group.ReduceScatterSlices(buffers, ranks, slices, options);
+      },
+      [&](auto buffers, std::span<const dtlab::ElementRange> slices) {
+        return group.AllGatherSlices(buffers, ranks, slices, options);
+      });
 
   for (const long mib : bench.sizes_mib) {
     const std::int64_t values = mib == 0 ? gradient_values : (std::int64_t{mib} << 20) / 4;

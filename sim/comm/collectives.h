@@ -85,7 +85,7 @@ void ScheduleReduce(ScheduleTransport& transport, std::int64_t count, std::int32
 void ScheduleBroadcast(ScheduleTransport& transport, std::int64_t count, std::int32_t root);
 
 /// The two halves of an all-reduce across workers, for the compact exact all-reduce
-/// between processes (sim/comm/compact_exact.h, ScatteredSum): worker w holds replicas
+/// between processes (sim/comm/compact_exact.h, ExactSumCollectives::Scattered): worker w holds replicas
 /// [w R, (w + 1) R), R = replicas_per_worker (0: one worker holding all), and its
 /// leader is replica w R. `slices` (one per worker, in order, partitioning [0, count))
 /// say which elements each worker ends holding.

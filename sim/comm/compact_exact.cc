@@ -269,26 +269,31 @@ void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
   ExactAddInt128(out, Window(g, i), BaseOf(g, i));
 }
 
-// Each worker's `mine` (int64s; worker w's part of the result) to every worker,
-// concatenated in worker order: the counts in a SUM collective (each worker's at its
-// index; the other local replicas add zeros), then the words all-gathered.
+// Each worker's `mine` (int64s) to every worker, concatenated in worker order, in
+// two all-gathers of words: one count from each worker, then the words.
 StatusOr<std::vector<std::int64_t>> GatherFromWorkers(const std::vector<std::int64_t>& mine,
                                                       const ExactSumCollectives::Scattered& scattered,
-                                                      std::size_t local, const ExactSumCollectives& collectives,
-                                                      CompactExactStats& stats) {
+                                                      std::size_t local, CompactExactStats& stats) {
   const auto workers = static_cast<std::size_t>(scattered.workers);
-  std::vector<std::vector<std::int64_t>> counts(local, std::vector<std::int64_t>(workers, 0));
-  counts[0][static_cast<std::size_t>(scattered.worker)] = static_cast<std::int64_t>(mine.size());
-  {
-    std::vector<std::span<std::int64_t>> spans(counts.begin(), counts.end());
-    DTLAB_RETURN_IF_ERROR(collectives.sum_words(spans));
-    DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(spans, "undecided counts"));
-    stats.words += static_cast<std::int64_t>(workers);
-  }
+  const auto worker = static_cast<std::size_t>(scattered.worker);
+  // The words of every local replica's buffer, `mine` at slices[worker] of the first.
+  auto gather = [&](std::span<const std::int64_t> words, const std::vector<ElementRange>& slices,
+                    std::int64_t size) -> StatusOr<std::vector<std::int64_t>> {
+    std::vector<std::vector<std::int64_t>> all(local, std::vector<std::int64_t>(static_cast<std::size_t>(size)));
+    std::copy(words.begin(), words.end(), all[0].begin() + slices[worker].begin);
+    std::vector<std::span<std::int64_t>> spans(all.begin(), all.end());
+    DTLAB_RETURN_IF_ERROR(scattered.all_gather_words(spans, slices));
+    stats.gathered_words += size;
+    return std::move(all[0]);
+  };
+  std::vector<ElementRange> one;
+  for (std::size_t w = 0; w < workers; ++w) one.push_back({static_cast<std::int64_t>(w), 1});
+  const auto size = static_cast<std::int64_t>(mine.size());
+  DTLAB_ASSIGN_OR_RETURN(const std::vector<std::int64_t> counts,
+                         gather(std::span(&size, 1), one, static_cast<std::int64_t>(workers)));
   std::vector<ElementRange> slices;
   std::int64_t total = 0;
-  for (std::size_t w = 0; w < workers; ++w) {
-    const std::int64_t c = counts[0][w];
+  for (const std::int64_t c : counts) {
     if (c < 0 || c > (std::int64_t{1} << 40) - total)
       return Status::Runtime("the compact all-reduce read a worker's undecided count of " + std::to_string(c) +
                              ": a collective broke its contract");
@@ -296,12 +301,7 @@ StatusOr<std::vector<std::int64_t>> GatherFromWorkers(const std::vector<std::int
     total += c;
   }
   if (total == 0) return std::vector<std::int64_t>{};
-  std::vector<std::vector<std::int64_t>> all(local, std::vector<std::int64_t>(static_cast<std::size_t>(total), 0));
-  std::copy(mine.begin(), mine.end(), all[0].begin() + slices[static_cast<std::size_t>(scattered.worker)].begin);
-  std::vector<std::span<std::int64_t>> spans(all.begin(), all.end());
-  DTLAB_RETURN_IF_ERROR(scattered.all_gather_words(spans, slices));
-  stats.gathered_words += total;
-  return std::move(all[0]);
+  return gather(mine, slices, total);
 }
 
 }  // namespace
@@ -704,7 +704,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       // Every worker's decided floats to every replica, and every worker's undecided
       // values with their sums (a count per worker, then the pairs, in worker order).
       DTLAB_RETURN_IF_ERROR(scattered.all_gather(outputs, value_slices));
-      DTLAB_ASSIGN_OR_RETURN(left, GatherFromWorkers(left, scattered, local, collectives, stats));
+      DTLAB_ASSIGN_OR_RETURN(left, GatherFromWorkers(left, scattered, local, stats));
     }
     if (first && sent > 0)
       workspace->undecided_fraction = static_cast<double>(left.size() / 2) / static_cast<double>(sent);

@@ -19,6 +19,8 @@
 //     collective that runs only where there are some.
 //  3. Refinement: the values left undecided send their next bits, [L', L), the same
 //     way, until every value is decided (L = 0 leaves nothing below).
+// Where the replicas span processes, round 2 is a reduce-scatter and an all-gather
+// instead, each process deciding its own slice (ExactSumCollectives::Scattered).
 // Which values are decided depends only on the sums every replica reads, so every
 // replica takes the same path; the result never depends on the windows, which only
 // decide how much is sent.
@@ -83,6 +85,19 @@ struct ExactSumCollectives {
   } scattered;
 };
 
+/// Scattered from a reduce-scatter and one generic all-gather callable:
+/// all_gather(std::span<const std::span<T>>, std::span<const ElementRange>) -> Status.
+template <typename ReduceScatter, typename AllGather>
+ExactSumCollectives::Scattered ScatteredOf(std::int32_t workers, std::int32_t worker, ReduceScatter reduce_scatter,
+                                           AllGather all_gather) {
+  return {
+      workers, worker, std::move(reduce_scatter),
+      [all_gather](std::span<const std::span<float>> b, std::span<const ElementRange> s) { return all_gather(b, s); },
+      [all_gather](std::span<const std::span<std::int64_t>> b, std::span<const ElementRange> s) {
+        return all_gather(b, s);
+      }};
+}
+
 /// The three from one generic callable: sum(std::span<const std::span<T>>) -> Status.
 template <typename Sum>
 ExactSumCollectives SumCollectivesOf(Sum sum) {
@@ -112,7 +127,7 @@ struct CompactExactStats {
   std::int64_t words = 0;            // int64 words (7 per Int448) all-reduced over every later round
   std::int64_t scattered_words = 0;  // round 2's words, where reduce-scattered (Scattered)
   std::int64_t gathered_floats = 0;  // round 2's floats, all-gathered (Scattered)
-  std::int64_t gathered_words = 0;   // round 2's undecided values' indices and sums, all-gathered
+  std::int64_t gathered_words = 0;   // round 2's undecided counts, indices and sums, all-gathered
   std::int64_t full_values = 0;      // values sent as whole accumulators
   std::int64_t zero_values = 0;      // values in blocks that were zero on every replica (sent as zero words)
   std::vector<std::int64_t> sent;    // per window round: the values it carried

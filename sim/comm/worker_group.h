@@ -49,7 +49,7 @@ class WorkerGroup {
                            const CollectiveOptions& options) = 0;
 
   /// The halves of the compact exact all-reduce's window sums between workers
-  /// (sim/comm/compact_exact.h, ScatteredSum): ScheduleReduceScatterSlices and
+  /// (sim/comm/compact_exact.h, ExactSumCollectives::Scattered): ScheduleReduceScatterSlices and
   /// ScheduleAllGatherSlices (sim/comm/collectives.h) over the `replicas` replicas of
   /// all workers, `slices` one per worker; in options.log as "reduce_scatter" and
   /// "all_gather".

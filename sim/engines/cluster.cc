@@ -869,23 +869,16 @@ Status Cluster::ReduceCompactly(std::int64_t step) {
   ExactSumCollectives collectives = SumCollectivesOf(sum);
   if (group_ != nullptr && group_->size() > 1) {
     // Between processes, each decides only its slice of round 2 (ExactSumCollectives::Scattered).
-    collectives.scattered.workers = group_->size();
-    collectives.scattered.worker = group_->rank();
-    collectives.scattered.reduce_scatter = [&](std::span<const std::span<Int448>> buffers,
-                                               std::span<const ElementRange> slices) -> Status {
-      DTLAB_RETURN_IF_ERROR(group_->ReduceScatterSlices(buffers, config_.replicas, slices, options));
-      return CollectiveStatus("reduce_scatter", step);
-    };
-    collectives.scattered.all_gather = [&](std::span<const std::span<float>> buffers,
-                                           std::span<const ElementRange> slices) -> Status {
-      DTLAB_RETURN_IF_ERROR(group_->AllGatherSlices(buffers, config_.replicas, slices, options));
-      return CollectiveStatus("all_gather", step);
-    };
-    collectives.scattered.all_gather_words = [&](std::span<const std::span<std::int64_t>> buffers,
-                                                 std::span<const ElementRange> slices) -> Status {
-      DTLAB_RETURN_IF_ERROR(group_->AllGatherSlices(buffers, config_.replicas, slices, options));
-      return CollectiveStatus("all_gather", step);
-    };
+    collectives.scattered = ScatteredOf(
+        group_->size(), group_->rank(),
+        [&](std::span<const std::span<Int448>> buffers, std::span<const ElementRange> slices) -> Status {
+          DTLAB_RETURN_IF_ERROR(group_->ReduceScatterSlices(buffers, config_.replicas, slices, options));
+          return CollectiveStatus("reduce_scatter", step);
+        },
+        [&](auto buffers, std::span<const ElementRange> slices) -> Status {
+          DTLAB_RETURN_IF_ERROR(group_->AllGatherSlices(buffers, config_.replicas, slices, options));
+          return CollectiveStatus("all_gather", step);
+        });
   }
   if (compacted_) {
     std::vector<const CompactGradient*> encoded;

@@ -70,38 +70,27 @@ class EmulatedWorkers {
     return Status::Ok();
   }
 
-  template <typename T>
-  Status Gather(std::int32_t worker, std::int32_t per_worker, std::span<const std::span<T>> buffers,
-                std::span<const ElementRange> slices, const CollectiveOptions& options) {
-    return Collective<T>(worker, buffers, [&](std::span<const std::span<T>> all) {
-      RunSchedule<T>(all, "all_gather", options,
-                     [&](Transport<T>& t) { ScheduleAllGatherSlices(t, per_worker, slices); });
-    });
-  }
-
   ExactSumCollectives For(std::int32_t worker, std::int32_t per_worker, const CollectiveOptions& options) {
     ExactSumCollectives c = SumCollectivesOf([=, this]<typename T>(std::span<const std::span<T>> buffers) {
       return Collective<T>(worker, buffers,
                            [&](std::span<const std::span<T>> all) { AllReduce<T>(all, ReduceOp::kSum, options); });
     });
-    c.scattered.workers = workers_;
-    c.scattered.worker = worker;
-    c.scattered.reduce_scatter = [=, this](std::span<const std::span<Int448>> buffers,
-                                           std::span<const ElementRange> slices) {
-      const auto count = static_cast<std::int64_t>(buffers[0].size());
-      return Collective<Int448>(worker, buffers, [&](std::span<const std::span<Int448>> all) {
-        RunSchedule<Int448>(all, "reduce_scatter", options,
-                            [&](Transport<Int448>& t) { ScheduleReduceScatterSlices(t, per_worker, count, slices); });
-      });
-    };
-    c.scattered.all_gather = [=, this](std::span<const std::span<float>> buffers,
-                                       std::span<const ElementRange> slices) {
-      return Gather<float>(worker, per_worker, buffers, slices, options);
-    };
-    c.scattered.all_gather_words = [=, this](std::span<const std::span<std::int64_t>> buffers,
-                                             std::span<const ElementRange> slices) {
-      return Gather<std::int64_t>(worker, per_worker, buffers, slices, options);
-    };
+    c.scattered = ScatteredOf(
+        workers_, worker,
+        [=, this](std::span<const std::span<Int448>> buffers, std::span<const ElementRange> slices) {
+          const auto count = static_cast<std::int64_t>(buffers[0].size());
+          return Collective<Int448>(worker, buffers, [&](std::span<const std::span<Int448>> all) {
+            RunSchedule<Int448>(all, "reduce_scatter", options, [&](Transport<Int448>& t) {
+              ScheduleReduceScatterSlices(t, per_worker, count, slices);
+            });
+          });
+        },
+        [=, this]<typename T>(std::span<const std::span<T>> buffers, std::span<const ElementRange> slices) {
+          return Collective<T>(worker, buffers, [&](std::span<const std::span<T>> all) {
+            RunSchedule<T>(all, "all_gather", options,
+                           [&](Transport<T>& t) { ScheduleAllGatherSlices(t, per_worker, slices); });
+          });
+        });
     return c;
   }
 
@@ -432,7 +421,7 @@ TEST(CompactExact, ScatteredAcrossWorkersGivesTheSameBits) {
       // Each undecided value's index and sum are all-gathered (16 bytes, half an
       // all-reduce's traffic); these values leave far more undecided than gradients
       // do (stats.sent[1] of them).
-      EXPECT_EQ(stats.gathered_words, 2 * stats.sent[1]);
+      EXPECT_EQ(stats.gathered_words, w + 2 * stats.sent[1]);  // a count from each worker, then the pairs
       // So the next call, with the same workspace, all-reduces round 2 instead: the
       // same bits.
       CompactExactStats second;
