@@ -220,41 +220,75 @@ bool HasBitsBelow(const CompactGradient& g, std::int64_t i, int p) {
   return shift >= 128 ? window != 0 : window << (128 - shift) != 0;
 }
 
-// Round 2's fields for values [begin, end) of g, where every block is windowed (no
-// value is sent whole), into out[0, end - begin): bits [L, L + 64) of each value, L
-// its block's window lsb, shifted up by count_bits, plus the sticky bit (bits below
-// L). BitsAt's and HasBitsBelow's work in a loop over plain arrays (the common case;
-// it reads each replica's whole encoding, so it reads the least it can). A block's L
-// is at least its bound + count_bits - kFieldTop (its scale sum is at least the
+// Round 2's groups for values [begin, end) of g (begin at a block), where every block
+// is windowed (no value is sent whole), into out[0, ...), packed biased: each value's
+// field is bits [L, L + 64) of it, L its block's window lsb, shifted up by
+// count_bits, plus the sticky bit (bits below L); a short last block's missing fields
+// are zero. BitsAt's and HasBitsBelow's work on plain arrays (the common case; it
+// reads each replica's whole encoding, so it reads the least it can). A block's L is
+// at least its bound + count_bits - kFieldTop (its scale sum is at least the
 // replica's own scale), so where base = bound - 126, L - base >= 72: the field's bits
-// lie in the window's high word alone, and the sticky bit is the low word and the
-// high word's bits below L. Only blocks below 2^126 units (base 0), or with a deep
-// value, take the general path.
-void FirstWindowWords(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
-                      std::int64_t end, std::int64_t* out) {
-  const std::uint64_t* low = g.window_low.data();
+// lie in the window's high word alone, and the sticky bit is the low word's (its bit
+// in low_set) and the high word's bits below L: the low words are not read (a
+// quarter of a 2-rank MPI call's extraction). A block that is zero on this replica
+// sends zero fields; only blocks below 2^126 units (base 0), or with a deep value,
+// take the general path.
+void FirstWindowGroups(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
+                       std::int64_t end, Int448* out) {
+  assert(begin % kCompactBlock == 0);
+  static_assert(kCompactBlock % Int448::kFields == 0);
   const std::uint64_t* high = g.window_high.data();
   // A block at a time: one L, one base, one test.
-  for (std::int64_t first = begin; first < end;) {
-    const std::int64_t block = first / kCompactBlock;
-    const std::int64_t last = std::min(end, (block + 1) * kCompactBlock);
+  for (std::int64_t first = begin; first < end; first += kCompactBlock) {
+    const auto block = static_cast<std::size_t>(first / kCompactBlock);
+    const std::int64_t size = std::min(end - first, kCompactBlock);
     const int lsb = block_lsb[block];
-    const int above = lsb - CompactGradient::Base(g.bound[static_cast<std::size_t>(block)]) - 64;
-    if (above >= 0 && g.deep[static_cast<std::size_t>(block)] == 0) {
-      // The arithmetic shift as a logical one between two flips of the sign (what
-      // AVX2 has), so that the loop vectorizes.
-      const int shift = std::min(above, 63);
-      const std::uint64_t below = above >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << above) - 1;
-      for (std::int64_t i = first; i < last; ++i) {
+    const int above = lsb - CompactGradient::Base(g.bound[block]) - 64;
+    const bool zero = g.bound[block] == 0;
+    const bool high_only = !zero && above >= 0 && g.deep[block] == 0;
+    // The arithmetic shift as a logical one between two flips of the sign (what AVX2
+    // has), so that it vectorizes.
+    const int shift = std::clamp(above, 0, 63);
+    const std::uint64_t below = above >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << shift) - 1;
+    Int448* groups = out + (first - begin) / Int448::kFields;
+#if defined(__AVX2__)
+    if (high_only && size == kCompactBlock) {
+      // Four groups, each from two vectors of four fields moved up by 2^55.
+      const __m128i right = _mm_cvtsi32_si128(shift), up = _mm_cvtsi32_si128(count_bits);
+      const __m256i below_mask = _mm256_set1_epi64x(static_cast<long long>(below)), none = _mm256_setzero_si256();
+      const __m256i one = _mm256_set1_epi64x(1), offset = _mm256_set1_epi64x(int448_internal::kFieldOffset);
+      const __m256i low_set = _mm256_set1_epi64x(g.low_set[block]);
+      auto digits = [&](std::int64_t k) {  // values k to k + 3 of the block
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high + first + k));
+        const __m256i flip = _mm256_cmpgt_epi64(none, h);
+        const __m256i bits = _mm256_xor_si256(_mm256_srl_epi64(_mm256_xor_si256(h, flip), right), flip);
+        // 0 where the high word has bits below L, else -1; so the sticky bit is that
+        // plus one, or the value's bit in low_set.
+        const __m256i exact = _mm256_cmpeq_epi64(_mm256_and_si256(h, below_mask), none);
+        const __m256i low_bit =
+            _mm256_and_si256(_mm256_srlv_epi64(low_set, _mm256_setr_epi64x(k, k + 1, k + 2, k + 3)), one);
+        const __m256i sticky = _mm256_or_si256(_mm256_add_epi64(exact, one), low_bit);
+        return _mm256_add_epi64(_mm256_sll_epi64(bits, up), _mm256_add_epi64(sticky, offset));
+      };
+      for (std::int64_t k = 0; k < kCompactBlock; k += Int448::kFields)
+        PackDigits(digits(k), digits(k + 4), groups[k / Int448::kFields]);
+      continue;
+    }
+#endif
+    std::array<std::int64_t, kCompactBlock> fields{};  // zero past a short block's end
+    for (std::int64_t k = 0; k < size && !zero; ++k) {
+      const std::int64_t i = first + k;
+      if (high_only) {
         const std::uint64_t flip = -(high[i] >> 63);
         const std::uint64_t bits = ((high[i] ^ flip) >> shift) ^ flip;
-        out[i - begin] = static_cast<std::int64_t>(bits << count_bits) + ((low[i] | (high[i] & below)) != 0);
+        fields[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(bits << count_bits) +
+                                              (((g.low_set[block] >> k & 1) != 0) | ((high[i] & below) != 0));
+      } else {
+        fields[static_cast<std::size_t>(k)] =
+            static_cast<std::int64_t>(BitsAt(g, i, lsb) << count_bits) + HasBitsBelow(g, i, lsb);
       }
-    } else {
-      for (std::int64_t i = first; i < last; ++i)
-        out[i - begin] = static_cast<std::int64_t>(BitsAt(g, i, lsb) << count_bits) + HasBitsBelow(g, i, lsb);
     }
-    first = last;
+    PackBiasedFields(fields.data(), static_cast<std::size_t>((size + Int448::kFields - 1) / Int448::kFields), groups);
   }
 }
 
@@ -409,6 +443,7 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
   const std::int64_t blocks = (values + kCompactBlock - 1) / kCompactBlock;
   bound.assign(static_cast<std::size_t>(blocks), 0);
   deep.assign(static_cast<std::size_t>(blocks), 0);
+  low_set.assign(static_cast<std::size_t>(blocks), 0);
   window_low.resize(static_cast<std::size_t>(values));
   window_high.resize(static_cast<std::size_t>(values));
   tbb::parallel_for(std::int64_t{0}, blocks, [&](std::int64_t block) {
@@ -427,7 +462,7 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
     whole |= top > kMaxScaleBound;
     bound[static_cast<std::size_t>(block)] = static_cast<std::int16_t>(whole ? kWholeBlock : top);
     const int base = Base(top);
-    std::uint32_t mask = 0;
+    std::uint32_t mask = 0, low_mask = 0;
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t* w = words.data() + i * kExactWords;
       const auto j = static_cast<std::size_t>(i);
@@ -437,9 +472,11 @@ void CompactGradient::Encode(std::span<std::int64_t> words) {
       } else {
         window_low[j] = Bits64(w, base);
         window_high[j] = Bits64(w, base + 64);
+        low_mask |= std::uint32_t{window_low[j] != 0} << (i - begin);
       }
     }
     deep[static_cast<std::size_t>(block)] = mask;
+    low_set[static_cast<std::size_t>(block)] = low_mask;
   });
   deep_index.clear();
   deep_words.clear();
@@ -463,7 +500,8 @@ void CompactGradient::AddTo(std::span<std::int64_t> words) const {
 }
 
 std::int64_t CompactGradient::bytes() const {
-  return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) + deep.size() * sizeof(std::uint32_t) +
+  return static_cast<std::int64_t>(bound.size() * sizeof(std::int16_t) +
+                                   (deep.size() + low_set.size()) * sizeof(std::uint32_t) +
                                    (window_low.size() + window_high.size()) * sizeof(std::uint64_t) +
                                    deep_index.size() * sizeof(std::int64_t) + deep_words.size() * sizeof(std::int64_t));
 }
@@ -526,8 +564,9 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   // block with a non-finite or huge term whole accumulators.
   const std::vector<float>& scale = scales[0];
   constexpr int kWholeLsb = -1;
-  std::vector<int> block_lsb(static_cast<std::size_t>(blocks));  // the window's lsb, or kWholeLsb
-  std::vector<std::int64_t> whole;                               // value indices sent whole
+  std::vector<int>& block_lsb = workspace->block_lsb;  // the window's lsb, or kWholeLsb
+  block_lsb.resize(static_cast<std::size_t>(blocks));
+  std::vector<std::int64_t> whole;  // value indices sent whole
   for (std::int64_t block = 0; block < blocks; ++block) {
     const float s = scale[static_cast<std::size_t>(block)];
     const std::int64_t begin = block * kCompactBlock, end = std::min(count, begin + kCompactBlock);
@@ -612,8 +651,8 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
                            buffer.data() + chunk_begin / Int448::kFields);
         };
         if (first && windowed.empty()) {
-          FirstWindowWords(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end, fields.data());
-          pack();
+          FirstWindowGroups(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end,
+                            buffer.data() + chunk_begin / Int448::kFields);
           return;
         }
         for (std::int64_t k = chunk_begin; k < chunk_end; ++k) {
@@ -657,7 +696,8 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     // Decide from the sums, once: every replica read the same ones (scattered: this
     // worker's slice, which begins at a chunk).
     const std::vector<Int448>& sums = buffers[0];
-    std::vector<char> undecided(static_cast<std::size_t>(sent), 0);
+    std::vector<char>& undecided = workspace->undecided;
+    undecided.assign(static_cast<std::size_t>(sent), 0);
     const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
     static_assert(kCompactScatterGrain % kGrain == 0);
     tbb::parallel_for(

@@ -145,13 +145,16 @@ struct CompactExactStats {
 /// from its bound to the value's lowest set bit), and every value of a kWholeBlock
 /// block, is deep: its bit in `deep` is set and it keeps its whole words in
 /// `deep_words`. Whether a value has bits below a window's lsb is read from its
-/// window (or its words), so no per-value lsb is kept.
+/// window (or its words), so no per-value lsb is kept; where the window lies in the
+/// high word, a mask per block says which low words are not zero (`low_set`), so
+/// that round 2 reads the high words alone.
 struct CompactGradient {
   static constexpr std::int16_t kWholeBlock = -1;
   static_assert(kCompactBlock == 32, "a block's deep values are a 32-bit mask");
   std::int64_t values = 0;
   std::vector<std::int16_t> bound;         // per block
   std::vector<std::uint32_t> deep;         // per block: bit k set where value k of the block is deep
+  std::vector<std::uint32_t> low_set;      // per block: bit k set where value k's window_low is not 0
   std::vector<std::uint64_t> window_low;   // per value: bits [base, base + 64); 0 where deep
   std::vector<std::uint64_t> window_high;  // per value: bits [base + 64, base + 128); 0 where deep
   std::vector<std::int64_t> deep_index;    // ascending
@@ -174,14 +177,16 @@ struct CompactGradient {
   std::int64_t bytes() const;
 };
 
-/// The buffers the compact all-reduce sends from, kept between calls (a training
-/// step's) so that a call does not map and clear fresh pages: without it that was
-/// half the time of a call.
+/// The buffers the compact all-reduce sends from and decides in, kept between calls
+/// (a training step's) so that a call does not map and clear fresh pages: without it
+/// that was half the time of a call (and a tenth between processes, for the flags).
 struct CompactExactWorkspace {
   std::vector<std::vector<float>> scales;
   std::vector<std::vector<Int448>> groups;       // the window rounds' packed fields
   std::vector<std::vector<std::int64_t>> words;  // round 2's whole values
   std::vector<CompactGradient> encoded;          // the replicas' words, encoded (the overload that takes words)
+  std::vector<int> block_lsb;                    // round 2's window lsb per block
+  std::vector<char> undecided;                   // per value of a round: 1 where undecided
   /// The fraction of round 2's values the last call left undecided (every worker
   /// reads the same). Scattered, an undecided value's index and sum cost 16 bytes,
   /// and round 2 saves 1.5 bytes a value: past kMaxScatteredUndecided (gradients

@@ -123,6 +123,24 @@ inline Int448 PackFields(const std::int64_t* fields) {
   return out;
 }
 
+#if defined(__AVX2__)
+/// One group from its eight digits (fields moved up by 2^55, each in [0, 2^56)), in
+/// two vectors: d0 = digits 0-3, d4 = digits 4-7.
+[[gnu::always_inline]] inline void PackDigits(__m256i d0, __m256i d4, Int448& out) {
+  // Limbs 0-3 and 4-6 four at a time: limb i = d_i >> 8i | d_(i+1) << (56 - 8i).
+  const __m256i right_low = _mm256_setr_epi64x(0, 8, 16, 24), left_low = _mm256_setr_epi64x(56, 48, 40, 32);
+  const __m256i right_high = _mm256_setr_epi64x(32, 40, 48, 56), left_high = _mm256_setr_epi64x(24, 16, 8, 64);
+  const __m256i d1 = _mm256_alignr_epi8(_mm256_permute2x128_si256(d0, d4, 0x21), d0, 8);  // d1 d2 d3 d4
+  const __m256i d5 = _mm256_permute4x64_epi64(d4, 0xf9);  // d5 d6 d7 d7: the last lane shifts out (by 64)
+  const __m256i low = _mm256_or_si256(_mm256_srlv_epi64(d0, right_low), _mm256_sllv_epi64(d1, left_low));
+  const __m256i high = _mm256_or_si256(_mm256_srlv_epi64(d4, right_high), _mm256_sllv_epi64(d5, left_high));
+  Int448::Limb* limbs = out.limb.data();
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(limbs), low);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(limbs + 4), _mm256_castsi256_si128(high));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(limbs + 6), _mm256_extracti128_si256(high, 1));
+}
+#endif
+
 /// `groups` groups of eight fields, out[g] = PackFields(fields + 8 g) + H with H =
 /// sum_k 2^55 2^(56 k): the fields moved up by 2^55 are base-2^56 digits, placed
 /// with no carry to pass (PackFields's carry chain subtracts H). A sum of n such
@@ -133,22 +151,11 @@ inline void PackBiasedFields(const std::int64_t* fields, std::size_t groups, Int
   using namespace int448_internal;
   std::size_t g = 0;
 #if defined(__AVX2__)
-  // Limbs 0-3 and 4-6 four at a time: limb i = d_i >> 8i | d_(i+1) << (56 - 8i).
   const __m256i offset = _mm256_set1_epi64x(kFieldOffset);
-  const __m256i right_low = _mm256_setr_epi64x(0, 8, 16, 24), left_low = _mm256_setr_epi64x(56, 48, 40, 32);
-  const __m256i right_high = _mm256_setr_epi64x(32, 40, 48, 56), left_high = _mm256_setr_epi64x(24, 16, 8, 64);
   for (; g < groups; ++g) {
     const std::int64_t* f = fields + 8 * g;
-    const __m256i d0 = _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f)), offset);
-    const __m256i d1 = _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 1)), offset);
-    const __m256i d4 = _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 4)), offset);
-    const __m256i d5 = _mm256_permute4x64_epi64(d4, 0xf9);  // d5 d6 d7 d7: the last lane shifts out (by 64)
-    const __m256i low = _mm256_or_si256(_mm256_srlv_epi64(d0, right_low), _mm256_sllv_epi64(d1, left_low));
-    const __m256i high = _mm256_or_si256(_mm256_srlv_epi64(d4, right_high), _mm256_sllv_epi64(d5, left_high));
-    Limb* limbs = out[g].limb.data();
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(limbs), low);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(limbs + 4), _mm256_castsi256_si128(high));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(limbs + 6), _mm256_extracti128_si256(high, 1));
+    PackDigits(_mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f)), offset),
+               _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 4)), offset), out[g]);
   }
 #endif
   PackBiasedFieldsPortable(fields, g, groups, out);

@@ -271,7 +271,7 @@ TEST(CompactExact, GradientsEncodeInSixteenBytesPerValue) {
   g.Encode(words);
   EXPECT_EQ(g.values, count);
   EXPECT_TRUE(g.deep_index.empty());
-  EXPECT_EQ(g.bytes(), count * 16 + (2 + 4) * blocks);
+  EXPECT_EQ(g.bytes(), count * 16 + (2 + 4 + 4) * blocks);
   for (std::int64_t i = 0; i < count; ++i) EXPECT_FALSE(g.IsDeep(i));
   // One term 2^-298 (one unit) added to value 7: its bits now reach 2^0, more than
   // 126 bits below its block's bound, so it keeps its words; its neighbours keep
@@ -292,6 +292,30 @@ TEST(CompactExact, GradientsEncodeInSixteenBytesPerValue) {
   EXPECT_EQ(g.deep_index, deep);
   EXPECT_EQ(g.deep_words.size(), deep.size() * kExactWords);
   for (std::int64_t block = 2; block < blocks; ++block) EXPECT_EQ(g.deep[static_cast<std::size_t>(block)], 0u);
+}
+
+TEST(CompactExact, TheStickyBitOfEveryValueReadsItsOwnLowWord) {
+  // Round 2 reads a window's high word and, for the bits below it, the block's mask
+  // of low words that are not zero (CompactGradient::low_set). Each value is a tie, 1
+  // + 2^-24 (times a power of two per block, negative in block 1), that rounds to even unless
+  // replica 0 also holds 2^-100 (in its low word, far below the window): then it
+  // rounds up. The 2^-100 lies on values k with k mod 3 = 0, so every lane of every
+  // group, and the short last block (101 values), sees both.
+  const std::size_t count = 3 * kCompactBlock + 5;
+  Terms terms(2, std::vector<std::vector<double>>(count));
+  for (std::size_t k = 0; k < count; ++k) {
+    const double sign = k / kCompactBlock == 1 ? -1.0 : 1.0;  // (a negative value's high word has bits below)
+    const double scale = std::ldexp(sign, static_cast<int>(k / kCompactBlock) * 3 - 4);
+    terms[0][k] = {scale};
+    if (k % 3 == 0) terms[0][k].push_back(scale * std::ldexp(1.0, -100));
+    terms[1][k] = {scale * std::ldexp(1.0, -24)};
+  }
+  const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
+  ExpectSameBits(outcome, "ties with low bits");
+  for (std::size_t k = 0; k < count; ++k) {
+    const double scale = std::fabs(terms[0][k][0]);
+    EXPECT_EQ(std::fabs(outcome.full[k]), k % 3 == 0 ? scale * (1.0 + std::ldexp(1.0, -23)) : scale) << k;
+  }
 }
 
 TEST(CompactExact, DecidesTiesCancellationAndTheEdgesOfTheRange) {

@@ -231,7 +231,7 @@ TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
   input.fold_above = 256;
   input.compacts_in_waves = true;
   input.fold_wave = 16;
-  const double words = 1000.0 * kExactWords * 8, compact = 1000.0 * (16 + 7 + 10.0 / 32);
+  const double words = 1000.0 * kExactWords * 8, compact = 1000.0 * (16 + 7 + 14.0 / 32);
   const MemoryEstimate waves = EstimateRunMemory(input);
   EXPECT_DOUBLE_EQ(waves.per_replica_bytes, 1000.0 * 4 * 5 + compact);  // weights, 2 slots, the reduced gradient twice
   EXPECT_DOUBLE_EQ(waves.replicas_bytes, 64 * waves.per_replica_bytes + 16 * words);
