@@ -697,28 +697,32 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     // worker's slice, which begins at a chunk).
     const std::vector<Int448>& sums = buffers[0];
     std::vector<char>& undecided = workspace->undecided;
-    undecided.assign(static_cast<std::size_t>(sent), 0);
+    undecided.resize(static_cast<std::size_t>(sent));  // every flag read below is written first
     const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
     static_assert(kCompactScatterGrain % kGrain == 0);
     tbb::parallel_for(
         decided.begin / kGrain, (decided.begin + decided.count + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
           const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
+          if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
+            // A block at a time (chunks start at a block): its sums unpacked, then
+            // decided with one window lsb.
+            for (std::int64_t first_value = chunk_begin; first_value < chunk_end; first_value += kCompactBlock) {
+              const auto size = static_cast<std::size_t>(std::min(kCompactBlock, chunk_end - first_value));
+              const auto j = static_cast<std::size_t>(first_value);
+              std::array<std::int64_t, kCompactBlock> block_sums;
+              for (std::size_t g = 0; g * Int448::kFields < size; ++g)
+                UnpackFields(sums[j / Int448::kFields + g], block_sums.data() + g * Int448::kFields, bias);
+              compact_internal::DecideWindowSums(std::span<const std::int64_t>(block_sums.data(), size), count_bits,
+                                                 block_lsb[j / kCompactBlock], out.subspan(j, size),
+                                                 std::span<char>(undecided).subspan(j, size));
+            }
+            return;
+          }
           std::array<std::int64_t, kGrain> fields;  // the chunk's field sums
           for (std::int64_t g = 0; g * Int448::kFields < chunk_end - chunk_begin; ++g)
             UnpackFields(sums[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)],
                          fields.data() + g * Int448::kFields, bias);
           auto sum = [&](std::int64_t k) { return fields[static_cast<std::size_t>(k - chunk_begin)]; };
-          if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
-            // A block at a time (chunks start at a block): one window lsb.
-            for (std::int64_t first_value = chunk_begin; first_value < chunk_end; first_value += kCompactBlock) {
-              const auto size = static_cast<std::size_t>(std::min(kCompactBlock, chunk_end - first_value));
-              const auto j = static_cast<std::size_t>(first_value);
-              compact_internal::DecideWindowSums(
-                  std::span<const std::int64_t>(fields.data() + (first_value - chunk_begin), size), count_bits,
-                  block_lsb[j / kCompactBlock], out.subspan(j, size), std::span<char>(undecided).subspan(j, size));
-            }
-            return;
-          }
           for (std::int64_t k = chunk * kGrain; k < chunk_end; ++k) {
             const auto j = static_cast<std::size_t>(k);
             const std::int64_t i = value_index(k);
