@@ -23,6 +23,9 @@
 // Run from the repository root (the data set): mpirun -np N
 // build/release/bench/mpi_exact_allreduce [MiB ...] (default 0 4 16; 0: one copy of
 // the gradient, 0.47 MiB); bench/compare_mpi_exact.sh runs it on 2 and 4 ranks.
+// With MPI_EXACT_STAGES=1 in the environment, rank 0 also writes to stderr where the
+// compact calls' time went (CompactExactStats::seconds), per stage, in milliseconds
+// per call over the timed rounds: rank 0's mean / the largest rank's mean.
 #include <mpi.h>
 
 #include <algorithm>
@@ -31,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -134,6 +138,15 @@ int main(int argc, char** argv) {
     std::span<std::int64_t> words_span(words_buffer);
     dtlab::CompactExactWorkspace workspace;  // kept from call to call, as a training step keeps it
     double compact_bytes = 0.0, scattered_bytes = 0.0;
+    // Per compact protocol (all-reduced, scattered): each stage's seconds summed over
+    // calls, then the call count.
+    constexpr int kStages = 7;
+    double stages[2][kStages + 1] = {};
+    auto add_stages = [&](int protocol, const dtlab::CompactExactStats::Seconds& t) {
+      const double each[kStages] = {t.scales, t.windows, t.extraction, t.sum, t.decision, t.gather, t.total};
+      for (int k = 0; k < kStages; ++k) stages[protocol][k] += each[k];
+      stages[protocol][kStages] += 1.0;
+    };
 
     auto bare = [&] {
       MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -144,12 +157,14 @@ int main(int argc, char** argv) {
                                                 collectives, &workspace);
       Check(stats.status());
       compact_bytes = stats->BytesPerValue();
+      add_stages(0, stats->seconds);
     };
     auto scattered = [&] {
       auto stats = dtlab::CompactExactAllReduce(std::span(&encoded_pointer, 1), std::span(&compact_span, 1), ranks,
                                                 scattered_collectives, &workspace);
       Check(stats.status());
       scattered_bytes = stats->BytesPerValue();
+      add_stages(1, stats->seconds);
     };
     auto all_words = [&] { Check(group.AllReduce(std::span(&words_span, 1), ranks, dtlab::ReduceOp::kSum, options)); };
     // Refilled before each round: the float sums grow N-fold a call, and the words'
@@ -189,12 +204,30 @@ int main(int argc, char** argv) {
     }
     MPI_Bcast(iterations, kWays, MPI_INT, 0, MPI_COMM_WORLD);
     double best[kWays] = {};
+    for (auto& protocol : stages) std::fill(std::begin(protocol), std::end(protocol), 0.0);  // the timed calls only
     for (int round = 0; round < kRounds; ++round)
       for (int which = 0; which < kWays; ++which) {
         refill(which);
         const double seconds = Time(iterations[which], [&] { call(which); });
         if (round == 0 || seconds < best[which]) best[which] = seconds;
       }
+    if (const char* show = std::getenv("MPI_EXACT_STAGES"); show != nullptr && std::strcmp(show, "1") == 0) {
+      // Per protocol and stage: milliseconds per call on this rank, and the largest.
+      double mean[2][kStages], largest[2][kStages];
+      for (int p = 0; p < 2; ++p)
+        for (int k = 0; k < kStages; ++k) mean[p][k] = 1e3 * stages[p][k] / std::max(stages[p][kStages], 1.0);
+      MPI_Reduce(mean, largest, 2 * kStages, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      if (rank == 0) {
+        const char* protocols[2] = {"compact", "scattered"};
+        const char* names[kStages] = {"scales", "windows", "extraction", "sum", "decision", "gather", "total"};
+        for (int p = 0; p < 2; ++p) {
+          std::fprintf(stderr, "stages %lld %d %s (ms per call, rank 0 / largest):", static_cast<long long>(values * 4),
+                       ranks, protocols[p]);
+          for (int k = 0; k < kStages; ++k) std::fprintf(stderr, " %s %.3f/%.3f", names[k], mean[p][k], largest[p][k]);
+          std::fprintf(stderr, "\n");
+        }
+      }
+    }
     if (rank == 0) {
       const char* names[kWays] = {"MPI_Allreduce", "float", "compact", "words", "scattered"};
       const double wire[kWays] = {4.0, 4.0, compact_bytes, 8.0 * kExactWords, scattered_bytes};

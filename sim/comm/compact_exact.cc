@@ -10,6 +10,7 @@
 #include <atomic>
 #include <bit>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -540,6 +541,15 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   const Int448 bias = SumBias(replicas);  // the window rounds' groups are packed biased
   CompactExactStats stats;
   stats.values = count;
+  // The stages' clock: each lap adds the time since the last to one of stats.seconds.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point call_start = Clock::now();
+  Clock::time_point lap_start = call_start;
+  auto lap = [&lap_start](double& stage) {
+    const Clock::time_point now = Clock::now();
+    stage += std::chrono::duration<double>(now - lap_start).count();
+    lap_start = now;
+  };
 
   // Round 1: each block's scale.
   std::vector<std::vector<float>>& scales = workspace->scales;
@@ -558,6 +568,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     DTLAB_RETURN_IF_ERROR(collectives.sum_floats(spans));
     DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<float>(spans, "block scales"));
   }
+  lap(stats.seconds.scales);
   stats.scale_floats = replicas > 1 ? blocks : 0;
 
   // The windows, from the scales every replica read: a zero block sends zero words, a
@@ -598,6 +609,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     for (std::int64_t i = 0; i < count; ++i)
       if (block_lsb[static_cast<std::size_t>(i / kCompactBlock)] != kWholeLsb) windowed.push_back(i);
   const std::int64_t windowed_count = count - stats.full_values;
+  lap(stats.seconds.windows);
 
   // Round 2 and the refinements: one 56-bit field per windowed value, eight to an
   // Int448; in round 2 the whole values' words follow in a collective of their own.
@@ -674,6 +686,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
           WholeWords(*inputs[r], whole[w], whole_words[r].data() + w * kExactWords);
       }
     });
+    lap(stats.seconds.extraction);
     if (scatter) {
       std::vector<std::span<Int448>> spans(buffers.begin(), buffers.end());
       DTLAB_RETURN_IF_ERROR(scattered.reduce_scatter(spans, slices));
@@ -692,6 +705,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       for (std::size_t w = 0; w < whole.size(); ++w)
         out[static_cast<std::size_t>(whole[w])] = ExactToFloat(whole_words[0].data() + w * kExactWords);
     }
+    lap(stats.seconds.sum);
 
     // Decide from the sums, once: every replica read the same ones (scattered: this
     // worker's slice, which begins at a chunk).
@@ -744,11 +758,13 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       left.push_back(k);
       left.push_back(group[static_cast<std::size_t>(k % Int448::kFields)]);
     }
+    lap(stats.seconds.decision);
     if (scatter) {
       // Every worker's decided floats to every replica, and every worker's undecided
       // values with their sums (a count per worker, then the pairs, in worker order).
       DTLAB_RETURN_IF_ERROR(scattered.all_gather(outputs, value_slices));
       DTLAB_ASSIGN_OR_RETURN(left, GatherFromWorkers(left, scattered, local, stats));
+      lap(stats.seconds.gather);
     }
     if (first && sent > 0)
       workspace->undecided_fraction = static_cast<double>(left.size() / 2) / static_cast<double>(sent);
@@ -768,6 +784,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       for (const Pending& p : next) refined->push_back(p.index);
     }
     pending = std::move(next);
+    lap(stats.seconds.decision);
   }
   tbb::parallel_for(std::size_t{1}, local, [&](std::size_t r) {
     if (!refined) {
@@ -777,6 +794,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     for (const std::int64_t i : *refined)
       outputs[r][static_cast<std::size_t>(i)] = outputs[0][static_cast<std::size_t>(i)];
   });
+  stats.seconds.total = std::chrono::duration<double>(Clock::now() - call_start).count();
   return stats;
 }
 

@@ -133,6 +133,18 @@ struct CompactExactStats {
   std::vector<std::int64_t> sent;    // per window round: the values it carried
   /// Bytes on the wire per value, against 4 for a float all-reduce.
   double BytesPerValue() const;
+  /// Where this call's time went on this process, in seconds of a steady clock (for
+  /// benches: bench/mpi_exact_allreduce.cc prints them). A collective's time includes
+  /// waiting for the slowest replica.
+  struct Seconds {
+    double scales = 0.0;      // round 1: the block scales and their sum
+    double windows = 0.0;     // the window lsbs, from the scales
+    double extraction = 0.0;  // every window round: the fields, packed (and whole values' words)
+    double sum = 0.0;         // every window round: the groups' all-reduce or reduce-scatter (and whole values')
+    double decision = 0.0;    // every window round: unpacking the sums, deciding, finding the undecided
+    double gather = 0.0;      // scattered: the floats' and the undecided values' all-gathers
+    double total = 0.0;       // the whole call
+  } seconds;
 };
 
 /// One replica's exact gradient as the compact all-reduce reads it, in about 16 bytes

@@ -231,6 +231,16 @@ TEST(CompactExact, GradientsGetTheFullAllReducesBits) {
         std::int64_t words = 0;
         for (const std::int64_t sent : stats.sent) words += (sent + 7) / 8 * 7;
         EXPECT_EQ(stats.words, words);
+        // The stages' times partition the call (one clock, read between stages).
+        const CompactExactStats::Seconds& t = stats.seconds;
+        for (const double stage : {t.scales, t.windows, t.extraction, t.sum, t.decision, t.gather})
+          EXPECT_GE(stage, 0.0);
+        EXPECT_GT(t.extraction, 0.0);
+        EXPECT_EQ(t.gather, 0.0);  // in one process round 2 is all-reduced
+        EXPECT_LE(t.scales + t.windows + t.extraction + t.sum + t.decision, t.total * (1.0 + 1e-9));
+        if (outcome.workers > 1) {
+          EXPECT_GT(outcome.scattered_stats.seconds.gather, 0.0);
+        }
       }
     }
   }
