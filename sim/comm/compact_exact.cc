@@ -652,21 +652,17 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       std::vector<Int448>& buffer = buffers[r];
       buffer.resize(static_cast<std::size_t>(groups));  // every group is written below
       tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
+        const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
+        Int448* packed = buffer.data() + chunk_begin / Int448::kFields;
+        if (first && windowed.empty()) {  // the common case: packed a block at a time
+          FirstWindowGroups(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end, packed);
+          return;
+        }
         // The chunk's fields, then packed (kGrain is a multiple of eight; the last
         // group's missing fields are zero).
         std::array<std::int64_t, kGrain> fields;
-        const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
         const std::int64_t chunk_groups = (chunk_end - chunk_begin + Int448::kFields - 1) / Int448::kFields;
         std::fill(fields.begin() + (chunk_end - chunk_begin), fields.begin() + chunk_groups * Int448::kFields, 0);
-        auto pack = [&] {  // biased: the reader takes off the replicas' H (SumBias)
-          PackBiasedFields(fields.data(), static_cast<std::size_t>(chunk_groups),
-                           buffer.data() + chunk_begin / Int448::kFields);
-        };
-        if (first && windowed.empty()) {
-          FirstWindowGroups(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end,
-                            buffer.data() + chunk_begin / Int448::kFields);
-          return;
-        }
         for (std::int64_t k = chunk_begin; k < chunk_end; ++k) {
           const std::int64_t i = value_index(k);
           const int lsb = window_lsb(k, i);
@@ -678,7 +674,8 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
           fields[static_cast<std::size_t>(k - chunk_begin)] =
               static_cast<std::int64_t>(bits << count_bits) + HasBitsBelow(*inputs[r], i, lsb);
         }
-        pack();
+        // Biased: the reader takes off the replicas' H (SumBias).
+        PackBiasedFields(fields.data(), static_cast<std::size_t>(chunk_groups), packed);
       });
       if (whole_size > 0) {
         whole_words[r].resize(static_cast<std::size_t>(whole_size));
