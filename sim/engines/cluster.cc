@@ -286,7 +286,7 @@ bool Cluster::ComputesInWaves(const ClusterConfig& config, const Sequential<floa
   // examples, so a wave's staged passes need no other replica; a synchronized one
   // sums every replica's statistics in the middle of the passes. A dynamic loss
   // scale reads each replica's own overflow verdict, which the replica keeps.
-  return mirrored && config.faults.empty() && !HasSynchronizedBatchNorm(model);
+  return mirrored && !HasSynchronizedBatchNorm(model);
 }
 
 std::int32_t Cluster::FoldWave() {
@@ -537,8 +537,6 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
   // The forward and backward passes of this process's replicas (all of them in a
   // single-process run), with the injected faults around them.
   ComputeBackend& base = compute_ != nullptr ? *compute_ : *cpu_;
-  const std::unique_ptr<ComputeBackend> faulty = faults_ != nullptr ? faults_->WrapCompute(base, first, step) : nullptr;
-  ComputeBackend& compute = faulty != nullptr ? *faulty : base;
   // A synchronized BatchNormalization layer's sums cross the replicas through the
   // cluster's own all-reduce (the ring, or MPI across processes), as Keras's
   // synchronized moments all-reduce theirs (core/batch_norm.h).
@@ -570,6 +568,10 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
   }
   for (std::int32_t wave_begin = first; wave_begin < end; wave_begin += wave) {
     const std::int32_t wave_end = std::min(end, wave_begin + wave);
+    // The injected faults of the wave's replicas (its segment k is replica wave_begin + k).
+    const std::unique_ptr<ComputeBackend> faulty =
+        faults_ != nullptr ? faults_->WrapCompute(base, wave_begin, step) : nullptr;
+    ComputeBackend& compute = faulty != nullptr ? *faulty : base;
     compute.SetDropoutStep({config_.dropout_seed, step, config_.dropout_rng, wave_begin, layout.indices});
     std::vector<std::conditional_t<kExact, ExactSegment, BatchSegment>> segments;
     for (std::int32_t r = wave_begin; r < wave_end; ++r) {

@@ -206,14 +206,16 @@ class Cluster final : public TrainingEngine {
   /// (ComputesInWaves), in one process, and gradient accumulation only in exact mode
   /// (the fold then sums every micro-batch's words too, in any order the same words;
   /// fast mode's replicas each sum their micro-batches first, in float).
+  /// No injected faults either: the fold sends no message for them to hit.
   static bool CanFold(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
-    return !worker_group && (!config.accumulation.on() || config.math == MathMode::kExact) &&
+    return !worker_group && (!config.accumulation.on() || config.math == MathMode::kExact) && config.faults.empty() &&
            ComputesInWaves(config, model);
   }
   /// Whether the replicas may compute in waves of slots, none holding a gradient
-  /// buffer of its own: mirrored variables or the host's, and neither injected faults nor a
-  /// synchronized BatchNormalization layer. (An unsynchronized one normalizes each
-  /// replica by its own batch: a wave's staged passes need no other.)
+  /// buffer of its own: mirrored variables or the host's, and no synchronized
+  /// BatchNormalization layer. (An unsynchronized one normalizes each replica by its
+  /// own batch: a wave's staged passes need no other. Injected faults hit a wave's
+  /// replicas as they compute, and the collectives after the waves.)
   static bool ComputesInWaves(const ClusterConfig& config, const Sequential<float>& model);
   bool folded() const { return folded_; }
   /// Whether exact mode's compact all-reduce of a cluster of `config` for `model`

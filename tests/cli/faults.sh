@@ -23,6 +23,13 @@ for math in fast exact; do
   expect_exit 3 "nan_$math" -- train --steps 3 --math $math --inject-fault nan:replica=1,step=2,variable=dense/kernel
   expect_contains "nan_$math" err "step 2: replica 1 of 4 computed a non-finite gradient for dense/kernel (NaN)"
 done
+# Exact mode computes 20 replicas in waves (Cluster::FoldWave: 16 on up to 4 threads)
+# and encodes each as its wave ends: a fault hits the replica it names in any wave.
+for fault in throw:replica=18,step=2,layer=dense nan:replica=17,step=2,variable=dense/kernel; do
+  expect_exit 3 "waves_${fault%%:*}" -- "$DTLAB" train --dataset "$DATA" --no-progress --replicas 20 --batch-per-replica 1 --steps 3 --math exact --inject-fault "$fault"
+done
+expect_contains waves_throw err "step 2: replica 18 raised an exception in layer 'dense'"
+expect_contains waves_nan err "step 2: replica 17 of 20 computed a non-finite gradient for dense/kernel (NaN)"
 expect_exit 3 straggler_slow -- train --steps 3 --inject-fault straggler:replica=0,step=2,seconds=120
 expect_contains straggler_slow err "timed out after 60 s waiting for replica 0, a straggler whose compute took 120 s longer"
 expect_exit 0 straggler_fast -- train --steps 3 --inject-fault straggler:replica=0,step=2,seconds=5 --json

@@ -480,8 +480,8 @@ TEST(FoldedReduction, OnlyWhereTheStrategyTakesIt) {
 }
 
 // Exact mode's replicas keep their encodings (compute in waves) wherever the fold
-// does not run and the waves can: below the fold, on MPI ranks at any count, and
-// with gradient accumulation; not with the words all-reduce, in fast mode, on one
+// does not run and the waves can: below the fold, on MPI ranks at any count, with
+// gradient accumulation and with injected faults; not with the words all-reduce, in fast mode, on one
 // replica (nothing to send) or with the variables on the host.
 TEST(FoldedReduction, CompactedBelowTheFoldOnRanksAndWithAccumulation) {
   Lab setup("linear", 4, 8, 1);
@@ -510,6 +510,13 @@ TEST(FoldedReduction, CompactedBelowTheFoldOnRanksAndWithAccumulation) {
   ClusterConfig host = config;
   host.strategy = StrategyKind::kCentralStorage;
   EXPECT_FALSE(Cluster::CompactsGradients(host, *setup.model, true));
+  // Injected faults hit the compact all-reduce's collectives; they never fold, so
+  // their replicas compact at any count.
+  ClusterConfig faulty = config;
+  faulty.faults.push_back(FaultSpec{});
+  faulty.fold_above = 2;
+  EXPECT_TRUE(Cluster::CompactsGradients(faulty, *setup.model, false));
+  EXPECT_TRUE(Cluster::CompactsGradients(faulty, *setup.model, true));
 }
 
 // An unsynchronized BatchNormalization layer normalizes each replica by its own
