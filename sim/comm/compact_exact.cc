@@ -126,9 +126,24 @@ double PowerOfTwoDouble(int e) { return std::bit_cast<double>(static_cast<std::u
 }
 
 #if defined(__AVX2__)
-// int64 to double, four at a time, exact where |t| < 2^53 (AVX2 has no such
-// conversion): t = h 2^32 + l, each half read from a double's fraction bits.
+// x >> count in each 64-bit lane, arithmetic. AVX2 shifts 64-bit lanes logically
+// only: there, a logical shift between two flips of the sign.
+__m256i ShiftRightArithmetic(__m256i x, __m128i count) {
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+  return _mm256_sra_epi64(x, count);
+#else
+  const __m256i flip = _mm256_cmpgt_epi64(_mm256_setzero_si256(), x);
+  return _mm256_xor_si256(_mm256_srl_epi64(_mm256_xor_si256(x, flip), count), flip);
+#endif
+}
+
+// int64 to double, four at a time, exact where |t| < 2^53 (the callers use no
+// other). AVX-512 has the conversion; AVX2 does not: t = h 2^32 + l, each half read
+// from a double's fraction bits.
 __m256d ToDoubles(__m256i t) {
+#if defined(__AVX512DQ__) && defined(__AVX512VL__)
+  return _mm256_cvtepi64_pd(t);
+#else
   const __m256i two52 = _mm256_set1_epi64x(0x4330000000000000);  // 2^52's bits
   const __m256i low = _mm256_or_si256(_mm256_and_si256(t, _mm256_set1_epi64x(0xffffffff)), two52);
   // The high half, signed: its 32 bits with the sign bit flipped are h + 2^31.
@@ -137,6 +152,7 @@ __m256d ToDoubles(__m256i t) {
   const __m256d h = _mm256_sub_pd(_mm256_castsi256_pd(high), _mm256_set1_pd(0x1p52 + 0x1p31));
   const __m256d l = _mm256_sub_pd(_mm256_castsi256_pd(low), _mm256_set1_pd(0x1p52));
   return _mm256_add_pd(_mm256_mul_pd(h, _mm256_set1_pd(0x1p32)), l);  // one rounding, none where |t| < 2^53
+#endif
 }
 #endif
 
@@ -261,8 +277,7 @@ void FirstWindowGroups(const CompactGradient& g, const int* block_lsb, int count
       const __m256i low_set = _mm256_set1_epi64x(g.low_set[block]);
       auto digits = [&](std::int64_t k) {  // values k to k + 3 of the block
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high + first + k));
-        const __m256i flip = _mm256_cmpgt_epi64(none, h);
-        const __m256i bits = _mm256_xor_si256(_mm256_srl_epi64(_mm256_xor_si256(h, flip), right), flip);
+        const __m256i bits = ShiftRightArithmetic(h, right);
         // 0 where the high word has bits below L, else -1; so the sticky bit is that
         // plus one, or the value's bit in low_set.
         const __m256i exact = _mm256_cmpeq_epi64(_mm256_and_si256(h, below_mask), none);
@@ -363,9 +378,7 @@ void compact_internal::DecideWindowSums(std::span<const std::int64_t> sums, int 
   const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
   for (; k + 4 <= size; k += 4) {
     const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums.data() + k));
-    // q = s >> count_bits, arithmetic (AVX2 shifts 64-bit lanes logically only).
-    const __m256i sign = _mm256_cmpgt_epi64(zero, s);
-    const __m256i q = _mm256_xor_si256(_mm256_srl_epi64(_mm256_xor_si256(s, sign), shift), sign);
+    const __m256i q = ShiftRightArithmetic(s, shift);
     const __m256i n = _mm256_and_si256(s, _mm256_set1_epi64x(count_mask));
     const __m256i no_fraction = _mm256_cmpeq_epi64(n, zero);
     const __m256i f = _mm256_add_epi64(no_fraction, one);
