@@ -194,10 +194,11 @@ class Cluster final : public TrainingEngine {
   /// True when a cluster of `config` for `model` sums its replicas' gradients with the
   /// folded reduction: more than config.fold_above replicas in one process (no worker
   /// group), mirrored variables (mirrored, multi_worker_mirrored, tpu) or the host's
-  /// (central_storage: the one sum is what the reduce gives the host), and none of
-  /// what needs every replica's own gradient buffer at once: injected faults,
-  /// gradient accumulation in fast mode, a synchronized BatchNormalization layer (it
-  /// sums every replica's statistics mid-pass). (A dynamic loss scale folds: each
+  /// (central_storage: the one sum is what the reduce gives the host), no injected
+  /// faults (they hit the collective's messages), and none of what needs every
+  /// replica's own gradient buffer at once: gradient accumulation in fast mode, a
+  /// synchronized BatchNormalization layer (it sums every replica's statistics
+  /// mid-pass). (A dynamic loss scale folds: each
   /// replica keeps its own verdict on overflow, --loss-scale-check.)
   static bool FoldsReduction(const ClusterConfig& config, const Sequential<float>& model, bool worker_group) {
     return config.replicas > config.fold_above && CanFold(config, model, worker_group);
