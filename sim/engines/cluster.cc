@@ -566,6 +566,10 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
     first_regularization = model_.RegularizationLoss(Weights(*Local(first)));
     regularization[static_cast<std::size_t>(first)] = *first_regularization;
   }
+  // With injected faults, the first replica's non-finite gradient is reported after
+  // the last wave, unless a later wave's replica raised an exception: as when every
+  // replica computes at once, whatever the wave size (which depends on the threads).
+  Status non_finite;
   for (std::int32_t wave_begin = first; wave_begin < end; wave_begin += wave) {
     const std::int32_t wave_end = std::min(end, wave_begin + wave);
     // The injected faults of the wave's replicas (its segment k is replica wave_begin + k).
@@ -692,12 +696,13 @@ StatusOr<std::vector<ReplicaLossSum<Word>>> Cluster::ComputeReplicas(const StepL
         });
     // With a dynamic loss scale a non-finite gradient is an overflow, which the
     // update step handles (ApplyUpdate), not a fault.
-    if (!config_.precision.dynamic_loss_scale)
-      DTLAB_RETURN_IF_ERROR(
-          CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
-                                [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); }));
+    if (!config_.precision.dynamic_loss_scale && non_finite.ok())
+      non_finite = CheckReplicaGradients(step, offsets, wave_begin - first, wave_end - first,
+                                         [&](std::int32_t k) -> const GradientSlot& { return slot(k + first); });
+    if (faults_ == nullptr) DTLAB_RETURN_IF_ERROR(non_finite);
     if (folded_) FoldWaveInto<Word>(wave_begin - first, wave_end - first, adds_to_held);
   }
+  DTLAB_RETURN_IF_ERROR(non_finite);
   result.folded = folded_;
 
   // Every worker needs every replica's loss for strategy.reduce.

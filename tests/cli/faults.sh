@@ -30,6 +30,15 @@ for fault in throw:replica=18,step=2,layer=dense nan:replica=17,step=2,variable=
 done
 expect_contains waves_throw err "step 2: replica 18 raised an exception in layer 'dense'"
 expect_contains waves_nan err "step 2: replica 17 of 20 computed a non-finite gradient for dense/kernel (NaN)"
+# A NaN in the first wave and an exception in the second: the exception is reported,
+# as when all replicas compute at once (the words all-reduce: no waves), so that the
+# report does not depend on the wave size (on the threads).
+for all_reduce in compact words; do
+  expect_exit 3 "waves_both_$all_reduce" -- "$DTLAB" train --dataset "$DATA" --no-progress --replicas 20 \
+    --batch-per-replica 1 --steps 3 --math exact --exact-all-reduce $all_reduce \
+    --inject-fault nan:replica=3,step=2 --inject-fault throw:replica=18,step=2
+  expect_contains "waves_both_$all_reduce" err "step 2: replica 18 raised an exception in layer 'conv2d'"
+done
 expect_exit 3 straggler_slow -- train --steps 3 --inject-fault straggler:replica=0,step=2,seconds=120
 expect_contains straggler_slow err "timed out after 60 s waiting for replica 0, a straggler whose compute took 120 s longer"
 expect_exit 0 straggler_fast -- train --steps 3 --inject-fault straggler:replica=0,step=2,seconds=5 --json
