@@ -263,8 +263,6 @@ void FirstWindowGroups(const CompactGradient& g, const int* block_lsb, int count
     const int above = lsb - CompactGradient::Base(g.bound[block]) - 64;
     const bool zero = g.bound[block] == 0;
     const bool high_only = !zero && above >= 0 && g.deep[block] == 0;
-    // The arithmetic shift as a logical one between two flips of the sign (what AVX2
-    // has), so that it vectorizes.
     const int shift = std::clamp(above, 0, 63);
     const std::uint64_t below = above >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << shift) - 1;
     Int448* groups = out + (first - begin) / Int448::kFields;
@@ -295,8 +293,7 @@ void FirstWindowGroups(const CompactGradient& g, const int* block_lsb, int count
     for (std::int64_t k = 0; k < size && !zero; ++k) {
       const std::int64_t i = first + k;
       if (high_only) {
-        const std::uint64_t flip = -(high[i] >> 63);
-        const std::uint64_t bits = ((high[i] ^ flip) >> shift) ^ flip;
+        const auto bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(high[i]) >> shift);  // arithmetic
         fields[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(bits << count_bits) +
                                               (((g.low_set[block] >> k & 1) != 0) | ((high[i] & below) != 0));
       } else {

@@ -26,7 +26,8 @@ done
 # Exact mode computes 20 replicas in waves (Cluster::FoldWave: 16 on up to 4 threads)
 # and encodes each as its wave ends: a fault hits the replica it names in any wave.
 for fault in throw:replica=18,step=2,layer=dense nan:replica=17,step=2,variable=dense/kernel; do
-  expect_exit 3 "waves_${fault%%:*}" -- "$DTLAB" train --dataset "$DATA" --no-progress --replicas 20 --batch-per-replica 1 --steps 3 --math exact --inject-fault "$fault"
+  expect_exit 3 "waves_${fault%%:*}" -- "$DTLAB" train --dataset "$DATA" --no-progress --replicas 20 \
+    --batch-per-replica 1 --steps 3 --math exact --inject-fault "$fault"
 done
 expect_contains waves_throw err "step 2: replica 18 raised an exception in layer 'dense'"
 expect_contains waves_nan err "step 2: replica 17 of 20 computed a non-finite gradient for dense/kernel (NaN)"

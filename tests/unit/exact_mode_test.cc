@@ -481,8 +481,8 @@ TEST(FoldedReduction, OnlyWhereTheStrategyTakesIt) {
 
 // Exact mode's replicas keep their encodings (compute in waves) wherever the fold
 // does not run and the waves can: below the fold, on MPI ranks at any count, with
-// gradient accumulation and with injected faults; not with the words all-reduce, in fast mode, on one
-// replica (nothing to send) or with the variables on the host.
+// gradient accumulation and with injected faults; not with the words all-reduce, in
+// fast mode, on one replica (nothing to send) or with the variables on the host.
 TEST(FoldedReduction, CompactedBelowTheFoldOnRanksAndWithAccumulation) {
   Lab setup("linear", 4, 8, 1);
   ClusterConfig config;
