@@ -57,6 +57,10 @@ struct ElementRange {
   std::int64_t count = 0;
 };
 
+/// Whether a worker's own slice is an addend of a reduce-scatter of slices
+/// (ScheduleReduceScatterSlices, sim/comm/collectives.h), or left for it to add.
+enum class OwnSlice { kSummed, kLeftOut };
+
 /// Where chunk `index` of `parts` near-equal chunks of `count` elements begins: the
 /// first count % parts chunks hold one element more than the others.
 inline std::int64_t ChunkBegin(std::int64_t count, std::int64_t parts, std::int64_t index) {

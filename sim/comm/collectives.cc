@@ -133,9 +133,10 @@ std::int32_t ReplicasPerWorker(const ScheduleTransport& transport, std::int32_t 
 }  // namespace
 
 void ScheduleReduceScatterSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker, std::int64_t count,
-                                 std::span<const ElementRange> slices) {
+                                 std::span<const ElementRange> slices, OwnSlice own) {
   const auto workers = static_cast<std::int32_t>(slices.size());
   const std::int32_t per = ReplicasPerWorker(transport, replicas_per_worker, workers);
+  assert(own == OwnSlice::kSummed || per == 1);
   std::int32_t phase = 0;
   if (per > 1) {
     for (std::int32_t w = 0; w < workers; ++w) {
@@ -151,7 +152,8 @@ void ScheduleReduceScatterSlices(ScheduleTransport& transport, std::int32_t repl
     const ElementRange slice = slices[static_cast<std::size_t>(w)];
     transport.BeginTransfer(w * per, slice.count, false);
     for (std::int32_t v = 0; v < workers; ++v)
-      transport.AddSource(v * per, per > 1 ? BufferRole::kOutput : BufferRole::kInput, slice.begin, phase);
+      if (v != w || own == OwnSlice::kSummed)
+        transport.AddSource(v * per, per > 1 ? BufferRole::kOutput : BufferRole::kInput, slice.begin, phase);
     transport.AddDestination(w * per, slice.begin, phase);
   }
   transport.Run();

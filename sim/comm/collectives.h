@@ -92,13 +92,16 @@ void ScheduleBroadcast(ScheduleTransport& transport, std::int64_t count, std::in
 ///  - ScheduleReduceScatterSlices: each worker's replicas summed into its leader
 ///    (phase 0, where R > 1), then slice w of every leader summed, in worker order,
 ///    into leader w's (the next phase, direct: one message from each other leader).
-///    The other elements of the leaders' buffers are then unspecified.
+///    The other elements of the leaders' buffers are then unspecified. With
+///    OwnSlice::kLeftOut (R = 1 only), leader w's own slice is not an addend: its
+///    slice ends with the sum of the other leaders', and the worker adds its own
+///    (the compact all-reduce extracts it as it decides).
 ///  - ScheduleAllGatherSlices: slice w of leader w's buffer to every other leader (one
 ///    phase), then each leader's whole buffer to its worker's other replicas (the
 ///    next, where R > 1).
 /// REQUIRES: R divides transport.num_replicas(); slices.size() == the worker count.
 void ScheduleReduceScatterSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker, std::int64_t count,
-                                 std::span<const ElementRange> slices);
+                                 std::span<const ElementRange> slices, OwnSlice own = OwnSlice::kSummed);
 void ScheduleAllGatherSlices(ScheduleTransport& transport, std::int32_t replicas_per_worker,
                              std::span<const ElementRange> slices);
 

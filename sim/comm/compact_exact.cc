@@ -237,71 +237,91 @@ bool HasBitsBelow(const CompactGradient& g, std::int64_t i, int p) {
   return shift >= 128 ? window != 0 : window << (128 - shift) != 0;
 }
 
-// Round 2's groups for values [begin, end) of g (begin at a block), where every block
-// is windowed (no value is sent whole), into out[0, ...), packed biased: each value's
-// field is bits [L, L + 64) of it, L its block's window lsb, shifted up by
-// count_bits, plus the sticky bit (bits below L); a short last block's missing fields
-// are zero. BitsAt's and HasBitsBelow's work on plain arrays (the common case; it
+// Round 2's fields of one block of g: each value's field is bits [L, L + 64) of it,
+// L the block's window lsb, shifted up by count_bits, plus the sticky bit (bits
+// below L). BitsAt's and HasBitsBelow's work on plain arrays (the common case; it
 // reads each replica's whole encoding, so it reads the least it can). A block's L is
 // at least its bound + count_bits - kFieldTop (its scale sum is at least the
-// replica's own scale), so where base = bound - 126, L - base >= 72: the field's bits
-// lie in the window's high word alone, and the sticky bit is the low word's (its bit
-// in low_set) and the high word's bits below L: the low words are not read (a
-// quarter of a 2-rank MPI call's extraction). A block that is zero on this replica
-// sends zero fields; only blocks below 2^126 units (base 0), or with a deep value,
-// take the general path.
+// replica's own scale), so where base = bound - 126, L - base >= 72: the field's
+// bits lie in the window's high word alone (`high_only`), and the sticky bit is the
+// low word's (its bit in low_set) and the high word's bits below L: the low words
+// are not read (a quarter of a 2-rank MPI call's extraction). A block that is zero
+// on this replica has zero fields; only blocks below 2^126 units (base 0), or with a
+// deep value, take the general path.
+class BlockFields {
+ public:
+  BlockFields(const CompactGradient& g, std::int64_t block, int lsb, int count_bits)
+      : g_(g),
+        block_(static_cast<std::size_t>(block)),
+        first_(block * kCompactBlock),
+        lsb_(lsb),
+        count_bits_(count_bits) {
+    const int above = lsb - CompactGradient::Base(g.bound[block_]) - 64;
+    zero_ = g.bound[block_] == 0;
+    high_only_ = !zero_ && above >= 0 && g.deep[block_] == 0;
+    shift_ = std::clamp(above, 0, 63);
+    below_ = above >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << shift_) - 1;
+  }
+  bool high_only() const { return high_only_; }
+  // The field of value k of the block.
+  std::int64_t Field(std::int64_t k) const {
+    if (zero_) return 0;
+    const std::uint64_t high = g_.window_high[static_cast<std::size_t>(first_ + k)];
+    if (high_only_)
+      return static_cast<std::int64_t>(static_cast<std::uint64_t>(static_cast<std::int64_t>(high) >> shift_)
+                                       << count_bits_) +
+             (((g_.low_set[block_] >> k & 1) != 0) | ((high & below_) != 0));
+    return static_cast<std::int64_t>(BitsAt(g_, first_ + k, lsb_) << count_bits_) + HasBitsBelow(g_, first_ + k, lsb_);
+  }
+#if defined(__AVX2__)
+  // The fields of values k to k + 3 of a high_only block.
+  [[gnu::always_inline]] __m256i Fields(std::int64_t k) const {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g_.window_high.data() + first_ + k));
+    const __m256i bits = ShiftRightArithmetic(h, _mm_cvtsi32_si128(shift_));
+    // 0 where the high word has bits below L, else -1; so the sticky bit is that
+    // plus one, or the value's bit in low_set.
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i exact = _mm256_cmpeq_epi64(_mm256_and_si256(h, _mm256_set1_epi64x(static_cast<long long>(below_))),
+                                             _mm256_setzero_si256());
+    const __m256i low_bit = _mm256_and_si256(
+        _mm256_srlv_epi64(_mm256_set1_epi64x(g_.low_set[block_]), _mm256_setr_epi64x(k, k + 1, k + 2, k + 3)), one);
+    const __m256i sticky = _mm256_or_si256(_mm256_add_epi64(exact, one), low_bit);
+    return _mm256_add_epi64(_mm256_sll_epi64(bits, _mm_cvtsi32_si128(count_bits_)), sticky);
+  }
+#endif
+
+ private:
+  const CompactGradient& g_;
+  std::size_t block_;
+  std::int64_t first_;
+  int lsb_, count_bits_, shift_;
+  bool zero_, high_only_;
+  std::uint64_t below_;
+};
+
+// Round 2's groups for values [begin, end) of g (begin at a block), where every block
+// is windowed (no value is sent whole), into out[0, ...), packed biased; a short last
+// block's missing fields are zero.
 void FirstWindowGroups(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
                        std::int64_t end, Int448* out) {
   assert(begin % kCompactBlock == 0);
   static_assert(kCompactBlock % Int448::kFields == 0);
-  const std::uint64_t* high = g.window_high.data();
-  // A block at a time: one L, one base, one test.
   for (std::int64_t first = begin; first < end; first += kCompactBlock) {
-    const auto block = static_cast<std::size_t>(first / kCompactBlock);
-    const std::int64_t size = std::min(end - first, kCompactBlock);
-    const int lsb = block_lsb[block];
-    const int above = lsb - CompactGradient::Base(g.bound[block]) - 64;
-    const bool zero = g.bound[block] == 0;
-    const bool high_only = !zero && above >= 0 && g.deep[block] == 0;
-    const int shift = std::clamp(above, 0, 63);
-    const std::uint64_t below = above >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << shift) - 1;
+    const std::int64_t block = first / kCompactBlock, size = std::min(end - first, kCompactBlock);
+    const BlockFields fields(g, block, block_lsb[block], count_bits);
     Int448* groups = out + (first - begin) / Int448::kFields;
 #if defined(__AVX2__)
-    if (high_only && size == kCompactBlock) {
-      // Four groups, each from two vectors of four fields moved up by 2^55.
-      const __m128i right = _mm_cvtsi32_si128(shift), up = _mm_cvtsi32_si128(count_bits);
-      const __m256i below_mask = _mm256_set1_epi64x(static_cast<long long>(below)), none = _mm256_setzero_si256();
-      const __m256i one = _mm256_set1_epi64x(1), offset = _mm256_set1_epi64x(int448_internal::kFieldOffset);
-      const __m256i low_set = _mm256_set1_epi64x(g.low_set[block]);
-      auto digits = [&](std::int64_t k) {  // values k to k + 3 of the block
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high + first + k));
-        const __m256i bits = ShiftRightArithmetic(h, right);
-        // 0 where the high word has bits below L, else -1; so the sticky bit is that
-        // plus one, or the value's bit in low_set.
-        const __m256i exact = _mm256_cmpeq_epi64(_mm256_and_si256(h, below_mask), none);
-        const __m256i low_bit =
-            _mm256_and_si256(_mm256_srlv_epi64(low_set, _mm256_setr_epi64x(k, k + 1, k + 2, k + 3)), one);
-        const __m256i sticky = _mm256_or_si256(_mm256_add_epi64(exact, one), low_bit);
-        return _mm256_add_epi64(_mm256_sll_epi64(bits, up), _mm256_add_epi64(sticky, offset));
-      };
+    if (fields.high_only() && size == kCompactBlock) {  // four groups, from vectors moved up by 2^55
+      const __m256i offset = _mm256_set1_epi64x(int448_internal::kFieldOffset);
       for (std::int64_t k = 0; k < kCompactBlock; k += Int448::kFields)
-        PackDigits(digits(k), digits(k + 4), groups[k / Int448::kFields]);
+        PackDigits(_mm256_add_epi64(fields.Fields(k), offset), _mm256_add_epi64(fields.Fields(k + 4), offset),
+                   groups[k / Int448::kFields]);
       continue;
     }
 #endif
-    std::array<std::int64_t, kCompactBlock> fields{};  // zero past a short block's end
-    for (std::int64_t k = 0; k < size && !zero; ++k) {
-      const std::int64_t i = first + k;
-      if (high_only) {
-        const auto bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(high[i]) >> shift);  // arithmetic
-        fields[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(bits << count_bits) +
-                                              (((g.low_set[block] >> k & 1) != 0) | ((high[i] & below) != 0));
-      } else {
-        fields[static_cast<std::size_t>(k)] =
-            static_cast<std::int64_t>(BitsAt(g, i, lsb) << count_bits) + HasBitsBelow(g, i, lsb);
-      }
-    }
-    PackBiasedFields(fields.data(), static_cast<std::size_t>((size + Int448::kFields - 1) / Int448::kFields), groups);
+    std::array<std::int64_t, kCompactBlock> values{};  // zero past a short block's end
+    for (std::int64_t k = 0; k < size; ++k) values[static_cast<std::size_t>(k)] = fields.Field(k);
+    PackBiasedFields(values.data(), static_cast<std::size_t>((size + Int448::kFields - 1) / Int448::kFields), groups);
   }
 }
 
@@ -646,6 +666,13 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       slices = CompactScatterSlices(sent, scattered.workers, &value_slices);
       decided = value_slices[static_cast<std::size_t>(scattered.worker)];
     }
+    // With one replica here, its own slice is extracted where it is decided, added to
+    // the other workers' sum there: no pass writes its groups and another reads them
+    // back (OwnSlice::kLeftOut).
+    const bool own_left_out = scatter && local == 1;
+    auto own_chunk = [&](std::int64_t chunk_begin) {
+      return own_left_out && chunk_begin >= decided.begin && chunk_begin < decided.begin + decided.count;
+    };
     stats.words += replicas > 1 ? (scatter ? 0 : groups * Int448::kLimbs) + whole_size : 0;
     if (scatter) stats.scattered_words += groups * Int448::kLimbs, stats.gathered_floats += sent;
     auto value_index = [&](std::int64_t k) {
@@ -664,7 +691,8 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
         const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
         Int448* packed = buffer.data() + chunk_begin / Int448::kFields;
-        if (first && windowed.empty()) {  // the common case: packed a block at a time
+        if (own_chunk(chunk_begin)) return;  // extracted as it is decided
+        if (first && windowed.empty()) {     // the common case: packed a block at a time
           FirstWindowGroups(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end, packed);
           return;
         }
@@ -696,7 +724,8 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     lap(stats.seconds.extraction);
     if (scatter) {
       std::vector<std::span<Int448>> spans(buffers.begin(), buffers.end());
-      DTLAB_RETURN_IF_ERROR(scattered.reduce_scatter(spans, slices));
+      DTLAB_RETURN_IF_ERROR(
+          scattered.reduce_scatter(spans, slices, own_left_out ? OwnSlice::kLeftOut : OwnSlice::kSummed));
     } else if (groups > 0) {
       std::vector<std::span<Int448>> spans(buffers.begin(), buffers.end());
       DTLAB_RETURN_IF_ERROR(collectives.sum_groups(spans));
@@ -717,6 +746,23 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     // Decide from the sums, once: every replica read the same ones (scattered: this
     // worker's slice, which begins at a chunk).
     const std::vector<Int448>& sums = buffers[0];
+    // Where this replica's own fields are left out of the sums, they are the other
+    // n - 1 replicas' (each field sum of fewer replicas fits its 56 bits too), and
+    // the own fields are added to the unpacked sums: the same integers.
+    const Int448 sum_bias = own_left_out ? SumBias(replicas - 1) : bias;
+    auto AddOwnFields = [&](std::int64_t block, std::size_t size, std::int64_t* fields) {
+      const BlockFields own(*inputs[0], block, block_lsb[static_cast<std::size_t>(block)], count_bits);
+#if defined(__AVX2__)
+      if (own.high_only() && size == kCompactBlock) {
+        for (std::int64_t k = 0; k < kCompactBlock; k += 4) {
+          auto* at = reinterpret_cast<__m256i*>(fields + k);
+          _mm256_store_si256(at, _mm256_add_epi64(_mm256_load_si256(at), own.Fields(k)));
+        }
+        return;
+      }
+#endif
+      for (std::size_t k = 0; k < size; ++k) fields[k] += own.Field(static_cast<std::int64_t>(k));
+    };
     std::vector<char>& undecided = workspace->undecided;
     undecided.resize(static_cast<std::size_t>(sent));  // every flag read below is written first
     const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
@@ -730,9 +776,10 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
             for (std::int64_t first_value = chunk_begin; first_value < chunk_end; first_value += kCompactBlock) {
               const auto size = static_cast<std::size_t>(std::min(kCompactBlock, chunk_end - first_value));
               const auto j = static_cast<std::size_t>(first_value);
-              std::array<std::int64_t, kCompactBlock> block_sums;
+              alignas(32) std::array<std::int64_t, kCompactBlock> block_sums;
               for (std::size_t g = 0; g * Int448::kFields < size; ++g)
-                UnpackFields(sums[j / Int448::kFields + g], block_sums.data() + g * Int448::kFields, bias);
+                UnpackFields(sums[j / Int448::kFields + g], block_sums.data() + g * Int448::kFields, sum_bias);
+              if (own_left_out) AddOwnFields(j / kCompactBlock, size, block_sums.data());
               compact_internal::DecideWindowSums(std::span<const std::int64_t>(block_sums.data(), size), count_bits,
                                                  block_lsb[j / kCompactBlock], out.subspan(j, size),
                                                  std::span<char>(undecided).subspan(j, size));
@@ -761,9 +808,14 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
          ++at) {
       const std::int64_t k = decided.begin + (at - flags);
       std::array<std::int64_t, Int448::kFields> group;
-      UnpackFields(sums[static_cast<std::size_t>(k / Int448::kFields)], group.data(), bias);
+      UnpackFields(sums[static_cast<std::size_t>(k / Int448::kFields)], group.data(), sum_bias);
+      std::int64_t& sum = group[static_cast<std::size_t>(k % Int448::kFields)];
+      if (own_left_out)  // this replica's field, again (undecided values are rare)
+        sum += BlockFields(*inputs[0], k / kCompactBlock, block_lsb[static_cast<std::size_t>(k / kCompactBlock)],
+                           count_bits)
+                   .Field(k % kCompactBlock);
       left.push_back(k);
-      left.push_back(group[static_cast<std::size_t>(k % Int448::kFields)]);
+      left.push_back(sum);
     }
     lap(stats.seconds.decision);
     if (scatter) {

@@ -76,8 +76,10 @@ struct ExactSumCollectives {
     std::int32_t worker = 0;   // this process's worker (it holds one)
     /// Sums the groups of every replica of every worker: afterwards buffers[0] (this
     /// worker's first replica) holds the sum of slice `worker`'s groups. `slices` (one
-    /// per worker, in order) partition the buffers' groups.
-    std::function<Status(std::span<const std::span<Int448>>, std::span<const ElementRange>)> reduce_scatter;
+    /// per worker, in order) partition the buffers' groups. With OwnSlice::kLeftOut
+    /// (where every worker holds one replica), slice `worker` of buffers[0] is not an
+    /// addend: it ends with the other workers' sum (ScheduleReduceScatterSlices).
+    std::function<Status(std::span<const std::span<Int448>>, std::span<const ElementRange>, OwnSlice)> reduce_scatter;
     /// Slice w of worker w's buffers[0] to every worker's buffers[0]: the decided
     /// floats, then the undecided values' indices and sums.
     std::function<Status(std::span<const std::span<float>>, std::span<const ElementRange>)> all_gather;

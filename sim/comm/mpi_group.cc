@@ -241,6 +241,20 @@ class MpiTransport final : public Transport<T> {
                            : "s " + std::to_string(first) + "-" + std::to_string(first + per_rank_ - 1)) +
            ")";
   }
+  // Where this rank combines `transfer` from a single addend held by another rank,
+  // into one local destination, undivided: that destination, into which the addend
+  // is received as it is (a copy and a pass over the elements saved: the compact
+  // exact all-reduce's reduce-scatter between two ranks). Else null.
+  T* DirectDestination(const Transfer& transfer) const {
+    if (transfer.sources.size() != 1 || transfer.divide || Owner(transfer.sources[0].replica) == rank_) return nullptr;
+    T* at = nullptr;
+    for (const Place& d : transfer.destinations)
+      if (Owner(d.replica) == rank_) {
+        if (at != nullptr) return nullptr;
+        at = Data(d.replica, d.offset);
+      }
+    return at;
+  }
   // Posts a send or receive of message `what` (an index into messages_).
   Status Post(bool send, void* data, std::int64_t count, int peer, int tag, std::int64_t what) {
     const std::int64_t bytes = count * static_cast<std::int64_t>(sizeof(T));
@@ -288,7 +302,13 @@ class MpiTransport final : public Transport<T> {
       const Transfer& transfer = transfers_[t];
       if (Owner(transfer.combiner) != rank_) continue;
       std::vector<T*> staged_at(transfer.sources.size(), nullptr);
-      for (std::size_t k = 0; k < transfer.sources.size(); ++k) {
+      T* const direct = DirectDestination(transfer);
+      if (direct != nullptr) {
+        // One addend, from another rank: it is the sum, received where it is kept.
+        addends[t].push_back(direct);
+        staged_at[0] = direct;
+      }
+      for (std::size_t k = 0; k < transfer.sources.size() && direct == nullptr; ++k) {
         const Place& s = transfer.sources[k];
         if (Owner(s.replica) == rank_) {
           addends[t].push_back(Data(s.replica, s.offset));
@@ -353,7 +373,7 @@ class MpiTransport final : public Transport<T> {
         DTLAB_RETURN_IF_ERROR(
             requests_.Wait(first_request[t][k], first_request[t][k + 1], deadline, describe, timeout_seconds_));
         const std::int64_t begin = g * segment, end = begin + length(transfer.count, g);
-        Combine(addends[t], to, begin, end, transfer.divide);
+        if (addends[t].size() != 1 || addends[t][0] != to[0]) Combine(addends[t], to, begin, end, transfer.divide);
         for (const Place& d : transfer.destinations)
           if (Owner(d.replica) != rank_)
             DTLAB_RETURN_IF_ERROR(Post(true, to[0] + begin, end - begin, Owner(d.replica), tag + 1,
@@ -585,10 +605,11 @@ Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::in
 }
 
 Status MpiWorkerGroup::ReduceScatterSlices(std::span<const std::span<Int448>> local, std::int32_t replicas,
-                                           std::span<const ElementRange> slices, const CollectiveOptions& options) {
+                                           std::span<const ElementRange> slices, OwnSlice own,
+                                           const CollectiveOptions& options) {
   const std::int64_t count = local.empty() ? 0 : static_cast<std::int64_t>(local[0].size());
   return RunSchedule<Int448>(local, replicas, "reduce_scatter", options, [&](Transport<Int448>& transport) {
-    ScheduleReduceScatterSlices(transport, static_cast<std::int32_t>(local.size()), count, slices);
+    ScheduleReduceScatterSlices(transport, static_cast<std::int32_t>(local.size()), count, slices, own);
   });
 }
 

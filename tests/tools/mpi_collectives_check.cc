@@ -5,7 +5,10 @@
 // groups (sim/comm/int448.h, carries across limbs), R = 1..3 replicas per rank, and
 // element counts from 0 to past a segment (4 MiB). Every rank builds all W x R inputs
 // (seeded), reduces them in process for the expected result, and reduces its own R
-// over MPI. Prints "ok N cases" on rank 0; exits 1 on a mismatch.
+// over MPI. Also the compact all-reduce's reduce-scatter of Int448 slices
+// (MpiWorkerGroup::ReduceScatterSlices), each rank's own slice summed or, with one
+// replica per rank, left out (OwnSlice::kLeftOut: on 2 ranks, received as it is).
+// Prints "ok N cases" on rank 0; exits 1 on a mismatch.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -68,6 +71,39 @@ bool Check(dtlab::MpiWorkerGroup& group, dtlab::AllReduceAlgorithm algorithm, in
   return true;
 }
 
+// Slice `rank` of this rank's leader after ReduceScatterSlices, against the in-process
+// schedule over the same buffers.
+bool CheckSlices(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count, dtlab::OwnSlice own, unsigned seed) {
+  const int replicas = group.size() * per_rank;
+  auto expected = Inputs<dtlab::Int448>(replicas, count, seed);
+  auto mine = Inputs<dtlab::Int448>(replicas, count, seed);
+  std::vector<dtlab::ElementRange> slices;
+  for (int w = 0; w < group.size(); ++w) slices.push_back(dtlab::Chunk(count, group.size(), w));
+  dtlab::CollectiveOptions options;
+  options.replicas_per_worker = per_rank;
+  std::vector<std::span<dtlab::Int448>> all(expected.begin(), expected.end());
+  dtlab::RunSchedule<dtlab::Int448>(all, "reduce_scatter", options, [&](dtlab::Transport<dtlab::Int448>& t) {
+    dtlab::ScheduleReduceScatterSlices(t, per_rank, count, slices, own);
+  });
+  std::vector<std::span<dtlab::Int448>> local;
+  for (int k = 0; k < per_rank; ++k) local.emplace_back(mine[static_cast<std::size_t>(group.rank() * per_rank + k)]);
+  const dtlab::Status status = group.ReduceScatterSlices(local, replicas, slices, own, options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", group.rank(), status.ToString().c_str());
+    return false;
+  }
+  const dtlab::ElementRange slice = slices[static_cast<std::size_t>(group.rank())];
+  const auto leader = static_cast<std::size_t>(group.rank() * per_rank);
+  if (slice.count > 0 && std::memcmp(mine[leader].data() + slice.begin, expected[leader].data() + slice.begin,
+                                     sizeof(dtlab::Int448) * static_cast<std::size_t>(slice.count)) != 0) {
+    std::fprintf(stderr, "rank %d: reduce_scatter, %d per rank, %lld elements, own slice %s: differs from in-process\n",
+                 group.rank(), per_rank, static_cast<long long>(count),
+                 own == dtlab::OwnSlice::kSummed ? "summed" : "left out");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,6 +127,12 @@ int main(int argc, char** argv) {
                                    dtlab::ReduceOp::kSum, seed++);
         cases += 4;
       }
+  for (int per_rank = 1; per_rank <= 2; ++per_rank)
+    for (const std::int64_t count : {0, 1, 1000, (1 << 17) + 333}) {
+      ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kSummed, seed++);
+      ++cases;
+      if (per_rank == 1) ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kLeftOut, seed++), ++cases;
+    }
   if (ok && group.rank() == 0) std::printf("ok %d cases on %d ranks\n", cases, group.size());
   group.Finish();
   return ok ? 0 : 1;

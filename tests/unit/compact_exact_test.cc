@@ -77,11 +77,11 @@ class EmulatedWorkers {
     });
     c.scattered = ScatteredOf(
         workers_, worker,
-        [=, this](std::span<const std::span<Int448>> buffers, std::span<const ElementRange> slices) {
+        [=, this](std::span<const std::span<Int448>> buffers, std::span<const ElementRange> slices, OwnSlice own) {
           const auto count = static_cast<std::int64_t>(buffers[0].size());
           return Collective<Int448>(worker, buffers, [&](std::span<const std::span<Int448>> all) {
             RunSchedule<Int448>(all, "reduce_scatter", options, [&](Transport<Int448>& t) {
-              ScheduleReduceScatterSlices(t, per_worker, count, slices);
+              ScheduleReduceScatterSlices(t, per_worker, count, slices, own);
             });
           });
         },
