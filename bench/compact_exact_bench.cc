@@ -193,6 +193,34 @@ void BM_Compact(benchmark::State& state) {
       }
 }
 
+// Round 2's decision alone (compact_internal::DecideWindowSums) on 2^20 window sums
+// as two replicas' gradient-like fields give them: |Q| of 2^31 to 2^52, a count in 2
+// bits (about one in four with no bits below the window). Counter: ns per value
+// (shown with an "s").
+void BM_DecideWindowSums(benchmark::State& state) {
+  constexpr std::int64_t kValues = std::int64_t{1} << 20;
+  constexpr int kCountBits = 2;
+  std::vector<std::int64_t> sums(kValues);
+  std::uint64_t x = 88172645463325252ull;  // xorshift64
+  for (std::int64_t& s : sums) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const auto q = static_cast<std::int64_t>(x >> (12 + x % 22)) * ((x & 1) != 0 ? -1 : 1);
+    s = q * (std::int64_t{1} << kCountBits) + static_cast<std::int64_t>(x >> 62 & 3);
+  }
+  std::vector<float> out(kValues);
+  std::vector<char> undecided(kValues);
+  for (auto _ : state) {
+    for (std::int64_t block = 0; block < kValues; block += kCompactBlock)
+      compact_internal::DecideWindowSums(std::span<const std::int64_t>(sums).subspan(block, kCompactBlock), kCountBits,
+                                         200, std::span<float>(out).subspan(block, kCompactBlock),
+                                         std::span<char>(undecided).subspan(block, kCompactBlock));
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["ns_per_value"] = benchmark::Counter(
+      static_cast<double>(kValues) * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_DecideWindowSums);
+
 // Args: replicas, threads.
 BENCHMARK(BM_Float)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();
 BENCHMARK(BM_Words)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();

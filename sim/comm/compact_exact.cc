@@ -386,6 +386,37 @@ void compact_internal::DecideWindowSums(std::span<const std::int64_t> sums, int 
     undecided[static_cast<std::size_t>(k)] = !DecideConverted(q, n, unit, value) && !Decide(q, n, lsb, nullptr, value);
   };
   std::int64_t k = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+  // DecideConverted, eight values at a time (the AVX2 loop below, in masks); the
+  // values it leaves go to Decide.
+  {
+    const __m128i shift = _mm_cvtsi32_si128(count_bits);
+    const __m512d units = _mm512_set1_pd(unit);
+    for (; k + 8 <= size; k += 8) {
+      const __m512i s = _mm512_loadu_si512(sums.data() + k);
+      const __m512i q = _mm512_sra_epi64(s, shift);
+      const __m512i n = _mm512_and_si512(s, _mm512_set1_epi64(count_mask));
+      const __mmask8 fraction = _mm512_test_epi64_mask(n, n);
+      const __m512i f = _mm512_maskz_mov_epi64(fraction, _mm512_set1_epi64(1));
+      const __m512i q_n = _mm512_add_epi64(q, n);
+      const __m512d d1 = _mm512_cvtepi64_pd(_mm512_add_epi64(_mm512_add_epi64(q, q), f));
+      const __m512d d2 = _mm512_cvtepi64_pd(_mm512_sub_epi64(_mm512_add_epi64(q_n, q_n), f));
+      const __m256 low = _mm512_cvtpd_ps(_mm512_mul_pd(d1, units));
+      const __m256 high = _mm512_cvtpd_ps(_mm512_mul_pd(d2, units));
+      const __m512d a1 = _mm512_abs_pd(d1), a2 = _mm512_abs_pd(d2);
+      const __mmask8 exact = _mm512_cmp_pd_mask(_mm512_max_pd(a1, a2), _mm512_set1_pd(0x1p53), _CMP_LT_OQ);
+      const __mmask8 grid = static_cast<__mmask8>(
+          ~fraction | _mm512_cmp_pd_mask(_mm512_min_pd(a1, a2), _mm512_set1_pd(0x1p25), _CMP_GT_OQ));
+      const __mmask8 same = _mm256_cmpeq_epi32_mask(_mm256_castps_si256(low), _mm256_castps_si256(high));
+      const unsigned decided = exact & grid & same;
+      _mm256_storeu_ps(out.data() + k, low);
+      std::memset(undecided.data() + k, 0, 8);
+      if (decided != 0xff)
+        for (int lane = 0; lane < 8; ++lane)
+          if ((decided >> lane & 1) == 0) decide(k + lane);
+    }
+  }
+#endif
 #if defined(__AVX2__)
   // DecideConverted, four values at a time; the values it leaves go to Decide.
   const __m256i zero = _mm256_setzero_si256();
