@@ -701,6 +701,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     // the other workers' sum there: no pass writes its groups and another reads them
     // back (OwnSlice::kLeftOut).
     const bool own_left_out = scatter && local == 1;
+    assert(!own_left_out || (first && windowed.empty()));  // the decision's common case adds the own fields
     auto own_chunk = [&](std::int64_t chunk_begin) {
       return own_left_out && chunk_begin >= decided.begin && chunk_begin < decided.begin + decided.count;
     };

@@ -373,6 +373,7 @@ class MpiTransport final : public Transport<T> {
         DTLAB_RETURN_IF_ERROR(
             requests_.Wait(first_request[t][k], first_request[t][k + 1], deadline, describe, timeout_seconds_));
         const std::int64_t begin = g * segment, end = begin + length(transfer.count, g);
+        // A lone addend received where the sum is kept (DirectDestination) is the sum.
         if (addends[t].size() != 1 || addends[t][0] != to[0]) Combine(addends[t], to, begin, end, transfer.divide);
         for (const Place& d : transfer.destinations)
           if (Owner(d.replica) != rank_)
