@@ -3,6 +3,7 @@
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -41,6 +42,26 @@ constexpr std::int64_t kGrain = 4096;  // values per task; a multiple of Int448:
 // A window field's sum stays below 2^kFieldTop (plus the counts) in magnitude: a
 // signed 56-bit field, with a bit to spare for the counts.
 constexpr int kFieldTop = 54;
+
+// ScaleSumTop (compact_exact.h) in two parts, the first once per call. With e =
+// ilogb(s) and s = M 2^(e - 23), M its 24-bit significand, the sum of the N scales
+// lies below s (1 + (N + 1) 2^-23), and that is below 2^(e + 1) where M (2^23 + N +
+// 1) < 2^47 (a product of two 24-bit integers: the same test in doubles is exact), so
+// where M is at most this.
+std::int32_t ScaleSumSignificands(std::int32_t replicas) {
+  return static_cast<std::int32_t>(((std::int64_t{1} << 47) - 1) / ((std::int64_t{1} << 23) + replicas + 1));
+}
+// Then per scale, in integers with no branch, so that a loop over blocks is made
+// into vectors (ilogb and ldexp, library calls, were most of a 16 MiB call's block
+// loop: 6 ns a block). A subnormal s is read from s 2^64 (exact, and normal). For 0
+// and infinity it returns a top that its callers do not use.
+int ScaleSumTopBelow(float s, std::int32_t significands) {
+  const bool subnormal = std::bit_cast<std::uint32_t>(s) >> 23 == 0;
+  const auto bits = std::bit_cast<std::uint32_t>(subnormal ? s * 0x1p64f : s);
+  const int e = static_cast<int>(bits >> 23) - (subnormal ? 127 + 64 : 127);
+  const auto significand = static_cast<std::int32_t>((bits & 0x7fffff) | 0x800000);
+  return e + (significand <= significands ? 1 : 2);
+}
 
 // Digit i of a normalized accumulator read as an infinite two's complement integer:
 // digits 0..16 as stored, then the signed top word's 32-bit pieces, then its sign.
@@ -193,11 +214,6 @@ Status SameOnEveryReplica(std::span<const std::span<T>> buffers, const char* wha
   return Status::Ok();
 }
 
-// 2^e as a float, for e in [-149, 127]: from its bits (subnormal below -126).
-float PowerOfTwo(int e) {
-  return std::bit_cast<float>(e >= -126 ? static_cast<std::uint32_t>(e + 127) << 23 : std::uint32_t{1} << (e + 149));
-}
-
 const std::int64_t* DeepWords(const CompactGradient& g, std::int64_t i) {
   const auto it = std::lower_bound(g.deep_index.begin(), g.deep_index.end(), i);
   assert(it != g.deep_index.end() && *it == i);
@@ -336,6 +352,16 @@ void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
   ExactAddInt128(out, Window(g, i), BaseOf(g, i));
 }
 
+// The first `size` elements of `v`, grown to hold them where it is smaller. A
+// workspace's buffers are never shrunk: a refinement round's few values would
+// otherwise leave the next call to allocate and clear round 2's again (29 MB for a
+// 16 MiB gradient's groups: a third of a 2-rank call's extraction).
+template <typename T>
+std::span<T> Grown(std::vector<T>& v, std::int64_t size) {
+  if (v.size() < static_cast<std::size_t>(size)) v.resize(static_cast<std::size_t>(size));
+  return std::span<T>(v.data(), static_cast<std::size_t>(size));
+}
+
 // Each worker's `mine` (int64s) to every worker, concatenated in worker order, in
 // two all-gathers of words: one count from each worker, then the words.
 StatusOr<std::vector<std::int64_t>> GatherFromWorkers(const std::vector<std::int64_t>& mine,
@@ -458,12 +484,7 @@ void compact_internal::DecideWindowSums(std::span<const std::int64_t> sums, int 
 // 2^20), so s' < 2^(ilogb(s) + 1) wherever s (1 + N 2^-23) is (the double product's
 // rounding is covered by one more N), and s' < 2^(ilogb(s) + 2) always.
 int compact_internal::ScaleSumTop(float s, std::int32_t replicas) {
-  // ilogb(s) from the exponent field where s is normal (ilogb and ldexp, library
-  // calls, were most of a 16 MiB call's block loop: 6 ns a block).
-  const auto biased = static_cast<int>(std::bit_cast<std::uint32_t>(s) >> 23);
-  const int e = biased != 0 ? biased - 127 : std::ilogb(s);
-  const double margin = 1.0 + static_cast<double>(replicas + 1) * 0x1p-23;
-  return e + (static_cast<double>(s) * margin < PowerOfTwoDouble(e + 1) ? 1 : 2);
+  return ScaleSumTopBelow(s, ScaleSumSignificands(replicas));
 }
 
 StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name) {
@@ -616,13 +637,26 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   std::vector<std::vector<float>>& scales = workspace->scales;
   scales.resize(local);
   for (std::vector<float>& s : scales) s.resize(static_cast<std::size_t>(blocks));
-  tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local) * blocks, [&](std::int64_t task) {
-    const auto r = static_cast<std::size_t>(task / blocks);
-    const auto block = static_cast<std::size_t>(task % blocks);
-    const int bound = inputs[r]->bound[block];
-    scales[r][block] = bound == CompactGradient::kWholeBlock ? std::numeric_limits<float>::infinity()
-                       : bound == 0                          ? 0.0f
-                                                             : PowerOfTwo(std::max(bound, kMinScaleBound) - kScaleBias);
+  constexpr float kInfinity = std::numeric_limits<float>::infinity();
+  tbb::parallel_for(std::size_t{0}, local, [&](std::size_t r) {
+    // A loop over plain arrays, with no branch (a task per block, and its index
+    // divided into replica and block, took 0.3 ms of a 16 MiB call).
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, blocks, kGrain), [&](const auto& range) {
+      const std::int16_t* bound = inputs[r]->bound.data();
+      float* out = scales[r].data();
+      for (std::int64_t block = range.begin(); block != range.end(); ++block) {
+        const int b = bound[block];
+        // 2^e as a float, e in [-149, 127], from its bits (subnormal below -126):
+        // both forms with their shifts in range, then one chosen.
+        const int e = std::max(b, kMinScaleBound) - kScaleBias;
+        const std::uint32_t normal = static_cast<std::uint32_t>(std::max(e + 127, 0)) << 23;
+        const std::uint32_t subnormal = std::uint32_t{1} << std::clamp(e + 149, 0, 31);
+        const std::uint32_t power = e >= -126 ? normal : subnormal;
+        out[block] = std::bit_cast<float>(b == CompactGradient::kWholeBlock ? std::bit_cast<std::uint32_t>(kInfinity)
+                                          : b == 0                          ? 0u
+                                                                            : power);
+      }
+    });
   });
   {
     std::vector<std::span<float>> spans(scales.begin(), scales.end());
@@ -638,30 +672,42 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   constexpr int kWholeLsb = -1;
   std::vector<int>& block_lsb = workspace->block_lsb;  // the window's lsb, or kWholeLsb
   block_lsb.resize(static_cast<std::size_t>(blocks));
-  std::vector<std::int64_t> whole;  // value indices sent whole
-  for (std::int64_t block = 0; block < blocks; ++block) {
-    const float s = scale[static_cast<std::size_t>(block)];
-    const std::int64_t begin = block * kCompactBlock, end = std::min(count, begin + kCompactBlock);
-    int& block_window = block_lsb[static_cast<std::size_t>(block)];
-    if (s == 0.0f) {
-      // Zero on every replica: the words will be zero. They are sent all the same, so
-      // that this round's size depends on the value count alone (the cost model
-      // prices it before the step runs).
-      stats.zero_values += end - begin;
-      block_window = 0;
-    } else if (!std::isfinite(s)) {
-      block_window = kWholeLsb;
-      for (std::int64_t i = begin; i < end; ++i) whole.push_back(i);
-    } else {
-      // Each replica's |V| < 2^bound, so its quotient is at most 2^(bound - L) in
-      // magnitude, or 1; the N quotients sum to at most s' 2^(kScaleBias - L) + N,
-      // with s' the exact sum of the scales, below 2^top. So |Q| 2^b < 2^54 + N 2^b,
-      // and |Q 2^b + K| < 2^55: the field sum fits its 56 bits. The sum of the
-      // scales, rather than the largest one times N, saves log2(N) bits where the
-      // replicas are unalike.
-      block_window = std::max(0, compact_internal::ScaleSumTop(s, replicas) + kScaleBias + count_bits - kFieldTop);
+  // Each replica's |V| < 2^bound, so its quotient is at most 2^(bound - L) in
+  // magnitude, or 1; the N quotients sum to at most s' 2^(kScaleBias - L) + N, with
+  // s' the exact sum of the scales, below 2^top. So |Q| 2^b < 2^54 + N 2^b, and
+  // |Q 2^b + K| < 2^55: the field sum fits its 56 bits. The sum of the scales, rather
+  // than the largest one times N, saves log2(N) bits where the replicas are unalike.
+  // A block zero on every replica gets 0: its words will be zero. They are sent all
+  // the same, so that this round's size depends on the value count alone (the cost
+  // model prices it before the step runs). In a loop with no branch; the blocks with
+  // a non-finite scale are found after it, where there are some.
+  // (The counts in 32 bits, and the scales' tests on their bits, or the compiler
+  // makes no vectors of it; so a run of at most 2^31 blocks at a time.)
+  std::int64_t zero_blocks = 0;
+  bool some_whole = false;
+  const std::int32_t significands = ScaleSumSignificands(replicas);
+  for (std::int64_t run = 0; run < blocks; run += std::int64_t{1} << 31) {
+    std::uint32_t zeros = 0, non_finite = 0;
+    for (std::int64_t block = run; block < std::min(blocks, run + (std::int64_t{1} << 31)); ++block) {
+      const float s = scale[static_cast<std::size_t>(block)];
+      const std::uint32_t magnitude = std::bit_cast<std::uint32_t>(s) & 0x7fffffff;
+      zeros += magnitude == 0;
+      non_finite |= magnitude >= 0x7f800000;
+      const int window = std::max(0, ScaleSumTopBelow(s, significands) + kScaleBias + count_bits - kFieldTop);
+      block_lsb[static_cast<std::size_t>(block)] = magnitude == 0 ? 0 : window;
     }
+    zero_blocks += zeros;
+    some_whole |= non_finite != 0;
   }
+  const bool last_zero = blocks > 0 && scale[static_cast<std::size_t>(blocks - 1)] == 0.0f;
+  stats.zero_values = zero_blocks * kCompactBlock - (last_zero ? blocks * kCompactBlock - count : 0);
+  std::vector<std::int64_t> whole;  // value indices sent whole
+  for (std::int64_t block = 0; some_whole && block < blocks; ++block)
+    if (!std::isfinite(scale[static_cast<std::size_t>(block)])) {
+      block_lsb[static_cast<std::size_t>(block)] = kWholeLsb;
+      for (std::int64_t i = block * kCompactBlock; i < std::min(count, (block + 1) * kCompactBlock); ++i)
+        whole.push_back(i);
+    }
   stats.full_values = static_cast<std::int64_t>(whole.size());
   // The values the first window round carries: all but the whole ones, in order (an
   // index list only where some are whole).
@@ -716,13 +762,14 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       return first ? block_lsb[static_cast<std::size_t>(i / kCompactBlock)]
                    : std::max(0, pending[static_cast<std::size_t>(k)].lsb - step);
     };
+    std::vector<std::span<Int448>> spans(local);
+    std::vector<std::span<std::int64_t>> word_spans(local);
     tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local), [&](std::int64_t r64) {
       const auto r = static_cast<std::size_t>(r64);
-      std::vector<Int448>& buffer = buffers[r];
-      buffer.resize(static_cast<std::size_t>(groups));  // every group is written below
+      spans[r] = Grown(buffers[r], groups);  // every group is written below (or left out)
       tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
         const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
-        Int448* packed = buffer.data() + chunk_begin / Int448::kFields;
+        Int448* packed = spans[r].data() + chunk_begin / Int448::kFields;
         if (own_chunk(chunk_begin)) return;  // extracted as it is decided
         if (first && windowed.empty()) {     // the common case: packed a block at a time
           FirstWindowGroups(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end, packed);
@@ -748,28 +795,23 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
         PackBiasedFields(fields.data(), static_cast<std::size_t>(chunk_groups), packed);
       });
       if (whole_size > 0) {
-        whole_words[r].resize(static_cast<std::size_t>(whole_size));
+        word_spans[r] = Grown(whole_words[r], whole_size);
         for (std::size_t w = 0; w < whole.size(); ++w)
           WholeWords(*inputs[r], whole[w], whole_words[r].data() + w * kExactWords);
       }
     });
     lap(stats.seconds.extraction);
     if (scatter) {
-      std::vector<std::span<Int448>> spans(buffers.begin(), buffers.end());
       DTLAB_RETURN_IF_ERROR(
           scattered.reduce_scatter(spans, slices, own_left_out ? OwnSlice::kLeftOut : OwnSlice::kSummed));
     } else if (groups > 0) {
-      std::vector<std::span<Int448>> spans(buffers.begin(), buffers.end());
       DTLAB_RETURN_IF_ERROR(collectives.sum_groups(spans));
       DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<Int448>(spans, "window sums"));
     }
     std::span<float> out = outputs[0];
     if (whole_size > 0) {
-      std::vector<std::span<std::int64_t>> spans;
-      for (std::vector<std::int64_t>& w : whole_words)
-        spans.emplace_back(w.data(), static_cast<std::size_t>(whole_size));
-      DTLAB_RETURN_IF_ERROR(collectives.sum_words(spans));
-      DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(spans, "whole values' sums"));
+      DTLAB_RETURN_IF_ERROR(collectives.sum_words(word_spans));
+      DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(word_spans, "whole values' sums"));
       for (std::size_t w = 0; w < whole.size(); ++w)
         out[static_cast<std::size_t>(whole[w])] = ExactToFloat(whole_words[0].data() + w * kExactWords);
     }
@@ -795,8 +837,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
 #endif
       for (std::size_t k = 0; k < size; ++k) fields[k] += own.Field(static_cast<std::int64_t>(k));
     };
-    std::vector<char>& undecided = workspace->undecided;
-    undecided.resize(static_cast<std::size_t>(sent));  // every flag read below is written first
+    const std::span<char> undecided = Grown(workspace->undecided, sent);  // every flag read below is written first
     const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
     static_assert(kCompactScatterGrain % kGrain == 0);
     tbb::parallel_for(

@@ -246,6 +246,42 @@ TEST(CompactExact, GradientsGetTheFullAllReducesBits) {
   }
 }
 
+// Blocks zero on every replica, the last one short, are counted; and a workspace
+// kept from call to call keeps round 2's buffers through a refinement round's
+// smaller ones (a call would otherwise allocate and clear them again), with the
+// same bits.
+TEST(CompactExact, ZeroBlocksAndAWorkspaceKeptFromCallToCall) {
+  constexpr std::size_t kValues = 1020;  // 31 blocks, then 28 values
+  Terms terms = GradientTerms(2, kValues, 5);
+  for (std::vector<std::vector<double>>& replica : terms)
+    for (std::size_t i = 0; i < kValues; ++i)
+      if (i / kCompactBlock == 3 || i / kCompactBlock == 10 || i >= 992) replica[i].clear();
+  const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
+  ExpectSameBits(outcome, "zero blocks");
+  EXPECT_EQ(outcome.stats.zero_values, 32 + 32 + 28);
+  EXPECT_EQ(outcome.scattered_stats.zero_values, 32 + 32 + 28);
+
+  std::vector<std::vector<std::int64_t>> words = WordsOf(terms);
+  std::vector<std::span<std::int64_t>> inputs(words.begin(), words.end());
+  std::vector<std::vector<float>> out(2, std::vector<float>(kValues));
+  std::vector<std::span<float>> outputs(out.begin(), out.end());
+  const ExactSumCollectives collectives = SumCollectivesOf([&]<typename T>(std::span<const std::span<T>> buffers) {
+    AllReduce<T>(buffers, ReduceOp::kSum, CollectiveOptions{});
+    return Status::Ok();
+  });
+  CompactExactWorkspace workspace;
+  for (int call = 0; call < 2; ++call) {
+    std::fill(out[0].begin(), out[0].end(), -1.0f);
+    StatusOr<CompactExactStats> stats = CompactExactAllReduce(inputs, outputs, 2, collectives, &workspace);
+    ASSERT_TRUE(stats.ok()) << stats.status().message();
+    ASSERT_GE(stats->sent.size(), 2u);  // a refinement round, of fewer values
+    EXPECT_LT(stats->sent.back(), stats->sent[0]);
+    EXPECT_EQ(out[0], outcome.compact[0]) << "call " << call;
+    for (const std::vector<Int448>& groups : workspace.groups) EXPECT_EQ(groups.size(), (kValues + 7) / 8);
+    EXPECT_EQ(workspace.undecided.size(), kValues);
+  }
+}
+
 TEST(CompactExact, ValuesOfOneScaleSendAboutSevenBytesEach) {
   // Gradient values within 2^-8 of one another in a block, the common case: about
   // 7 bytes per value (1.8x a float all-reduce) and few left for a second window.
