@@ -193,4 +193,43 @@ inline void UnpackFields(const Int448& x, std::int64_t* fields, const Int448& bi
   }
 }
 
+#if defined(__AVX512F__)
+/// The limbs of `x` in lanes 0-6 of a vector, lane 7 zero (UnpackFieldsVector's bias).
+inline __m512i LimbsVector(const Int448& x) { return _mm512_maskz_loadu_epi64(0x7f, x.limb.data()); }
+
+/// UnpackFields in vectors: the eight fields of x with `bias` (LimbsVector of a
+/// SumBias), field k in lane k. The 448-bit sum lane by lane, then each lane's carry
+/// passed on where it must go: lane i carries out where its sum wrapped (g), and
+/// passes a carry in on where its sum is all ones (p); the lanes that take a carry
+/// in are ((g << 1) + p) ^ p (the carries ripple through p as through an integer
+/// sum), and the one out of lane 6 drops (modulo 2^448).
+[[gnu::always_inline]] inline __m512i UnpackFieldsVector(const Int448& x, __m512i bias) {
+  using namespace int448_internal;
+  const __m512i a = LimbsVector(x);
+  __m512i m = _mm512_add_epi64(a, bias);
+  const unsigned generate = _mm512_cmplt_epu64_mask(m, a);
+  const unsigned propagate = _mm512_cmpeq_epi64_mask(m, _mm512_set1_epi64(-1));
+  const auto carried = static_cast<__mmask8>((((generate << 1) + propagate) ^ propagate) & 0x7f);
+  m = _mm512_mask_sub_epi64(m, carried, m, _mm512_set1_epi64(-1));
+  // Field k is bits [56 k, 56 k + 56): m[k - 1] >> (64 - 8 k) | m[k] << 8 k (lane
+  // 0: m[0]; lane 7: m[6] >> 8, lane 7 of m being zero).
+  const __m512i previous = _mm512_maskz_permutexvar_epi64(0xfe, _mm512_setr_epi64(0, 0, 1, 2, 3, 4, 5, 6), m);
+  const __m512i digits = _mm512_or_si512(_mm512_srlv_epi64(previous, _mm512_setr_epi64(64, 56, 48, 40, 32, 24, 16, 8)),
+                                         _mm512_sllv_epi64(m, _mm512_setr_epi64(0, 8, 16, 24, 32, 40, 48, 56)));
+  return _mm512_sub_epi64(_mm512_and_si512(digits, _mm512_set1_epi64(static_cast<long long>(kFieldMask))),
+                          _mm512_set1_epi64(kFieldOffset));
+}
+
+/// PackBiasedFields of one group, from its eight fields in a vector (field k in
+/// lane k): limb i = d_i >> 8 i | d_(i+1) << (56 - 8 i), d the fields moved up by 2^55.
+[[gnu::always_inline]] inline void PackBiasedFieldsVector(__m512i fields, Int448& out) {
+  using namespace int448_internal;
+  const __m512i digits = _mm512_add_epi64(fields, _mm512_set1_epi64(kFieldOffset));
+  const __m512i next = _mm512_permutexvar_epi64(_mm512_setr_epi64(1, 2, 3, 4, 5, 6, 7, 7), digits);
+  const __m512i limbs = _mm512_or_si512(_mm512_srlv_epi64(digits, _mm512_setr_epi64(0, 8, 16, 24, 32, 40, 48, 56)),
+                                        _mm512_sllv_epi64(next, _mm512_setr_epi64(56, 48, 40, 32, 24, 16, 8, 0)));
+  _mm512_mask_storeu_epi64(out.limb.data(), 0x7f, limbs);
+}
+#endif
+
 }  // namespace dtlab

@@ -97,6 +97,39 @@ RC_GTEST_PROP(Int448, BiasedSumsReadBack, ()) {
   }
 }
 
+// The AVX-512 forms (where the build has them) against the scalar ones, for any
+// limbs and any bias: limbs of all ones, zero or random, so that the carries of the
+// bias's sum ripple across lanes.
+RC_GTEST_PROP(Int448, VectorFormsMatchTheScalarOnes, ()) {
+#if defined(__AVX512F__)
+  auto limbs = [] {
+    Int448 x;
+    for (Int448::Limb& limb : x.limb)
+      limb = *rc::gen::oneOf(rc::gen::just(Int448::Limb{0}), rc::gen::just(~Int448::Limb{0}),
+                             rc::gen::arbitrary<Int448::Limb>());
+    return x;
+  };
+  const Int448 x = limbs();
+  const Int448 bias = *rc::gen::arbitrary<bool>() ? limbs() : SumBias(*rc::gen::inRange<std::int64_t>(0, 1 << 20));
+  Fields scalar, vector;
+  UnpackFields(x, scalar.data(), bias);
+  _mm512_storeu_si512(vector.data(), UnpackFieldsVector(x, LimbsVector(bias)));
+  RC_ASSERT(vector == scalar);
+  Fields f;
+  for (std::int64_t& field : f)
+    field = *rc::gen::oneOf(rc::gen::element(-kFieldMax - 1, kFieldMax, std::int64_t{0}, std::int64_t{-1}),
+                            rc::gen::inRange<std::int64_t>(-kFieldMax - 1, kFieldMax + 1));
+  std::array<Int448, 2> packed{}, expected{};  // the second group must stay untouched
+  packed[1].limb.fill(~Int448::Limb{0});
+  expected[1] = packed[1];
+  PackBiasedFields(f.data(), 1, expected.data());
+  PackBiasedFieldsVector(_mm512_loadu_si512(f.data()), packed[0]);
+  RC_ASSERT(packed == expected);
+#else
+  RC_SUCCEED("this build has no AVX-512");
+#endif
+}
+
 TEST(Int448, ALimbCarryIsNotLost) {
   // Field 1 straddles limbs 0 and 1: its low byte is limb 0's top byte, 0xff in a
   // (2^55 - 1) and 0x01 in b (-(2^55 - 1) modulo 2^56). Their sum carries into limb 1,
