@@ -373,8 +373,8 @@ void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
 // workspace's buffers are never shrunk: a refinement round's few values would
 // otherwise leave the next call to allocate and clear round 2's again (29 MB for a
 // 16 MiB gradient's groups: a third of a 2-rank call's extraction).
-template <typename T>
-std::span<T> Grown(std::vector<T>& v, std::int64_t size) {
+template <typename T, typename Allocator>
+std::span<T> Grown(std::vector<T, Allocator>& v, std::int64_t size) {
   if (v.size() < static_cast<std::size_t>(size)) v.resize(static_cast<std::size_t>(size));
   return std::span<T>(v.data(), static_cast<std::size_t>(size));
 }
@@ -739,7 +739,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   // Int448; in round 2 the whole values' words follow in a collective of their own.
   std::vector<Pending> pending;
   std::optional<std::vector<std::int64_t>> refined;  // after a scattered round 2: the values decided later
-  std::vector<std::vector<Int448>>& buffers = workspace->groups;
+  std::vector<HugePageVector<Int448>>& buffers = workspace->groups;
   std::vector<std::vector<std::int64_t>>& whole_words = workspace->words;
   buffers.resize(local);
   whole_words.resize(local);
@@ -836,7 +836,7 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
 
     // Decide from the sums, once: every replica read the same ones (scattered: this
     // worker's slice, which begins at a chunk).
-    const std::vector<Int448>& sums = buffers[0];
+    const HugePageVector<Int448>& sums = buffers[0];
     // Where this replica's own fields are left out of the sums, they are the other
     // n - 1 replicas' (each field sum of fewer replicas fits its 56 bits too), and
     // the own fields are added to the unpacked sums: the same integers.

@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/status.h"
 #include "sim/comm/all_reduce_algorithm.h"
 #include "sim/comm/int448.h"
@@ -196,7 +197,7 @@ struct CompactGradient {
 /// that was half the time of a call (and a tenth between processes, for the flags).
 struct CompactExactWorkspace {
   std::vector<std::vector<float>> scales;
-  std::vector<std::vector<Int448>> groups;       // the window rounds' packed fields
+  std::vector<HugePageVector<Int448>> groups;    // the window rounds' packed fields (read by MPI's single copy)
   std::vector<std::vector<std::int64_t>> words;  // round 2's whole values
   std::vector<CompactGradient> encoded;          // the replicas' words, encoded (the overload that takes words)
   std::vector<int> block_lsb;                    // round 2's window lsb per block

@@ -277,7 +277,7 @@ TEST(CompactExact, ZeroBlocksAndAWorkspaceKeptFromCallToCall) {
     ASSERT_GE(stats->sent.size(), 2u);  // a refinement round, of fewer values
     EXPECT_LT(stats->sent.back(), stats->sent[0]);
     EXPECT_EQ(out[0], outcome.compact[0]) << "call " << call;
-    for (const std::vector<Int448>& groups : workspace.groups) EXPECT_EQ(groups.size(), (kValues + 7) / 8);
+    for (const HugePageVector<Int448>& groups : workspace.groups) EXPECT_EQ(groups.size(), (kValues + 7) / 8);
     EXPECT_EQ(workspace.undecided.size(), kValues);
   }
 }
