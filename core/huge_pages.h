@@ -29,7 +29,7 @@ struct HugePageAllocator {
   T* allocate(std::size_t n) {
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kHugePage) return std::allocator<T>().allocate(n);
-    void* p = ::operator new(bytes, std::align_val_t{kHugePage});
+    void* p = ::operator new (bytes, std::align_val_t{kHugePage});
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: where refused, ordinary pages
 #endif
@@ -38,7 +38,7 @@ struct HugePageAllocator {
   void deallocate(T* p, std::size_t n) {
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kHugePage) return std::allocator<T>().deallocate(p, n);
-    ::operator delete(p, bytes, std::align_val_t{kHugePage});
+    ::operator delete (p, bytes, std::align_val_t{kHugePage});
   }
   friend bool operator==(const HugePageAllocator&, const HugePageAllocator&) { return true; }
 };
