@@ -38,7 +38,7 @@ struct HugePageAllocator {
   void deallocate(T* p, std::size_t n) {
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kHugePage) return std::allocator<T>().deallocate(p, n);
-    ::operator delete (p, bytes, std::align_val_t{kHugePage});
+    ::operator delete (p, std::align_val_t{kHugePage});
   }
   friend bool operator==(const HugePageAllocator&, const HugePageAllocator&) { return true; }
 };
