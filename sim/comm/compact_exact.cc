@@ -372,7 +372,8 @@ void WholeWords(const CompactGradient& g, std::int64_t i, std::int64_t* out) {
 // The first `size` elements of `v`, grown to hold them where it is smaller. A
 // workspace's buffers are never shrunk: a refinement round's few values would
 // otherwise leave the next call to allocate and clear round 2's again (29 MB for a
-// 16 MiB gradient's groups: a third of a 2-rank call's extraction).
+// 16 MiB gradient's groups: the extraction stage of a 2-rank call took 3.5-3.7 ms
+// with it, 1.7-2.1 without).
 template <typename T, typename Allocator>
 std::span<T> Grown(std::vector<T, Allocator>& v, std::int64_t size) {
   if (v.size() < static_cast<std::size_t>(size)) v.resize(static_cast<std::size_t>(size));
