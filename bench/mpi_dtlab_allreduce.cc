@@ -4,7 +4,8 @@
 // alternating: for each size, three rounds of each, each round about a second of
 // calls between two barriers, the best round reported (as bench/mpi_allreduce.cc).
 // One replica per rank, so dtlab's hierarchical all-reduce (its default under
-// mpirun) is the ring between the ranks.
+// mpirun) is the ring between the ranks. The buffer is a HugePageVector, as a
+// replica's gradient buffer (Cluster's `flat`) is.
 // Rank 0 prints one line per size and implementation:
 //
 //   bytes_per_rank ranks implementation seconds_per_call algbw_GBps busbw_GBps
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "bench/mpi_bench.h"
+#include "core/huge_pages.h"
 #include "sim/comm/mpi_group.h"
 
 namespace {
@@ -38,7 +40,7 @@ void Check(const dtlab::Status& status) {
 
 // Small nonzero normal floats (2^-100 x 1..8): each call multiplies them by about
 // N, so they are refilled, untimed, long before they could overflow.
-void Fill(std::vector<float>& buffer, int rank) {
+void Fill(dtlab::HugePageVector<float>& buffer, int rank) {
   for (std::size_t i = 0; i < buffer.size(); ++i)
     buffer[i] = std::ldexp(static_cast<float>(1 + (i + static_cast<std::size_t>(rank)) % 8), -100);
 }
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
 
   for (const long mib : bench.sizes_mib) {
     const long bytes = mib << 20;
-    std::vector<float> buffer(static_cast<std::size_t>(bytes) / sizeof(float));
+    dtlab::HugePageVector<float> buffer(static_cast<std::size_t>(bytes) / sizeof(float));  // as Cluster's `flat`
     std::span<float> mine(buffer);
     dtlab::CollectiveOptions options;
     options.algorithm = dtlab::AllReduceAlgorithm::kHierarchical;

@@ -26,7 +26,14 @@
 // With MPI_EXACT_STAGES=1 in the environment, rank 0 also writes to stderr where the
 // compact calls' time went (CompactExactStats::seconds), per stage, in milliseconds
 // per call over the timed rounds: rank 0's mean / the largest rank's mean.
+// The float buffers (MPI_Allreduce's, the floats the compact all-reduces deliver)
+// are HugePageVectors, as a replica's gradient buffer (Cluster's `flat`) is: the peer
+// and dtlab send from the same kind of pages.
+// With MPI_EXACT_PROFILE=N, each rank runs N scattered calls alone (for `perf
+// record`), after one untimed call and the check, and writes its minor page faults per
+// call to stderr (0 where the workspace is kept from call to call).
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <bit>
@@ -41,6 +48,7 @@
 
 #include "core/batch.h"
 #include "core/exact_sum.h"
+#include "core/huge_pages.h"
 #include "core/mnist.h"
 #include "core/model.h"
 #include "sim/comm/compact_exact.h"
@@ -131,7 +139,8 @@ int main(int argc, char** argv) {
       encoded.Encode(copy);
     }
     const dtlab::CompactGradient* encoded_pointer = &encoded;
-    std::vector<float> buffer(floats.size()), compact_out(floats.size()), words_out(floats.size());
+    dtlab::HugePageVector<float> buffer(floats.size()), compact_out(floats.size());
+    std::vector<float> words_out(floats.size());
     std::vector<std::int64_t> words_buffer(words.size());
     std::span<float> float_span(buffer), compact_span(compact_out);
     std::span<std::int64_t> words_span(words_buffer);
@@ -191,6 +200,17 @@ int main(int argc, char** argv) {
       same[k] = std::memcmp(compact_out.data(), words_out.data(), compact_out.size() * sizeof(float)) == 0;
     }
     MPI_Allreduce(MPI_IN_PLACE, same, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (const char* profile = std::getenv("MPI_EXACT_PROFILE"); profile != nullptr) {
+      const int calls = std::max(std::atoi(profile), 1);
+      rusage before, after;
+      getrusage(RUSAGE_SELF, &before);
+      for (int n = 0; n < calls; ++n) scattered();
+      getrusage(RUSAGE_SELF, &after);
+      std::fprintf(stderr, "rank %d: %lld bytes, %d scattered calls, %.2f minor page faults per call, bitwise %d\n",
+                   rank, static_cast<long long>(values * 4), calls,
+                   static_cast<double>(after.ru_minflt - before.ru_minflt) / calls, same[1]);
+      continue;
+    }
     // Calls per round: about half a second of each, at least 2, at most 8 for the
     // words (their digits stay far from overflow) and 40 for the rest (the float
     // sums from 2^-7 or less stay finite on up to 8 ranks: 8^40 = 2^120).

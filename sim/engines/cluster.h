@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/dropout.h"
+#include "core/huge_pages.h"
 #include "core/loss.h"
 #include "core/metrics.h"
 #include "core/mnist.h"
@@ -246,14 +247,17 @@ class Cluster final : public TrainingEngine {
   // a wave slot of the folded reduction.
   struct GradientSlot {
     ParameterList<float> grads;
-    std::vector<float> flat;          // the gradient (or variables) packed for the collective
+    // The gradient (or variables) packed for the collective; across MPI ranks another
+    // process reads it by single copy, which pins it a page at a time (a large
+    // model's: 2 MiB pages).
+    HugePageVector<float> flat;
     std::vector<std::int64_t> words;  // exact mode: the gradient as accumulator words
   };
   struct Replica : GradientSlot {
     ParameterList<float> params;           // its copy of the variables (none with central_storage)
     std::unique_ptr<Optimizer> optimizer;  // its slots (none with central_storage)
     // Gradient accumulation: the sum of the group's micro-batch gradients so far.
-    std::vector<float> accumulated;
+    HugePageVector<float> accumulated;  // swapped with `flat`
     std::vector<std::int64_t> accumulated_words;
     // --loss-scale dynamic: this replica's copy of the LossScaleOptimizer's state (the
     // copies move together unless --loss-scale-check each-replica lets one skip

@@ -29,8 +29,8 @@ namespace {
 
 // sum = part (first) or sum += part, element by element: float addition in
 // micro-batch order, or integer addition of accumulator words.
-template <typename T>
-void AddInto(const std::vector<T>& part, bool first, std::vector<T>& sum) {
+template <typename T, typename Allocator>
+void AddInto(const std::vector<T, Allocator>& part, bool first, std::vector<T, Allocator>& sum) {
   if (first) {
     sum.assign(part.begin(), part.end());
     return;

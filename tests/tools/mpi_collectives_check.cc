@@ -8,6 +8,8 @@
 // over MPI. Also the compact all-reduce's reduce-scatter of Int448 slices
 // (MpiWorkerGroup::ReduceScatterSlices), each rank's own slice summed or, with one
 // replica per rank, left out (OwnSlice::kLeftOut: on 2 ranks, received as it is).
+// And MpiWorkerGroup::AllGatherSlices, float and int64 (each slice sent from where
+// it is kept).
 // Prints "ok N cases" on rank 0; exits 1 on a mismatch.
 #include <cstdint>
 #include <cstdio>
@@ -104,6 +106,39 @@ bool CheckSlices(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count,
   return true;
 }
 
+// Every replica after AllGatherSlices, against the in-process schedule over the same
+// buffers.
+template <typename T>
+bool CheckGather(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count, unsigned seed) {
+  const int replicas = group.size() * per_rank;
+  auto expected = Inputs<T>(replicas, count, seed);
+  auto mine = Inputs<T>(replicas, count, seed);
+  std::vector<dtlab::ElementRange> slices;
+  for (int w = 0; w < group.size(); ++w) slices.push_back(dtlab::Chunk(count, group.size(), w));
+  dtlab::CollectiveOptions options;
+  options.replicas_per_worker = per_rank;
+  std::vector<std::span<T>> all(expected.begin(), expected.end());
+  dtlab::RunSchedule<T>(all, "all_gather", options,
+                        [&](dtlab::Transport<T>& t) { dtlab::ScheduleAllGatherSlices(t, per_rank, slices); });
+  std::vector<std::span<T>> local;
+  for (int k = 0; k < per_rank; ++k) local.emplace_back(mine[static_cast<std::size_t>(group.rank() * per_rank + k)]);
+  const dtlab::Status status = group.AllGatherSlices(local, replicas, slices, options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", group.rank(), status.ToString().c_str());
+    return false;
+  }
+  for (int k = 0; k < per_rank; ++k) {
+    const auto r = static_cast<std::size_t>(group.rank() * per_rank + k);
+    if (count > 0 &&
+        std::memcmp(mine[r].data(), expected[r].data(), sizeof(T) * static_cast<std::size_t>(count)) != 0) {
+      std::fprintf(stderr, "rank %d: all_gather, %d per rank, %lld elements: replica %zu differs\n", group.rank(),
+                   per_rank, static_cast<long long>(count), r);
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,6 +167,12 @@ int main(int argc, char** argv) {
       ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kSummed, seed++);
       ++cases;
       if (per_rank == 1) ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kLeftOut, seed++), ++cases;
+    }
+  for (int per_rank = 1; per_rank <= 3; ++per_rank)
+    for (const std::int64_t count : {0, 1, 1000, (1 << 20) + 333}) {
+      ok &= CheckGather<float>(group, per_rank, count, seed++);
+      ok &= CheckGather<std::int64_t>(group, per_rank, count, seed++);
+      cases += 2;
     }
   if (ok && group.rank() == 0) std::printf("ok %d cases on %d ranks\n", cases, group.size());
   group.Finish();
