@@ -195,8 +195,9 @@ void BM_Compact(benchmark::State& state) {
 
 // Round 2's decision alone (compact_internal::DecideWindowSums) on 2^20 window sums
 // as two replicas' gradient-like fields give them: |Q| of 2^31 to 2^52, a count in 2
-// bits (about one in four with no bits below the window). Counter: ns per value
-// (shown with an "s").
+// bits (about one in four with no bits below the window), Arg values a call (a block
+// of 32, as round 2 calls it, or all at once: what the call costs). Counter: ns per
+// value (shown with an "s").
 void BM_DecideWindowSums(benchmark::State& state) {
   constexpr std::int64_t kValues = std::int64_t{1} << 20;
   constexpr int kCountBits = 2;
@@ -209,17 +210,18 @@ void BM_DecideWindowSums(benchmark::State& state) {
   }
   std::vector<float> out(kValues);
   std::vector<char> undecided(kValues);
+  const auto per_call = static_cast<std::size_t>(state.range(0));
   for (auto _ : state) {
-    for (std::int64_t block = 0; block < kValues; block += kCompactBlock)
-      compact_internal::DecideWindowSums(std::span<const std::int64_t>(sums).subspan(block, kCompactBlock), kCountBits,
-                                         200, std::span<float>(out).subspan(block, kCompactBlock),
-                                         std::span<char>(undecided).subspan(block, kCompactBlock));
+    for (std::size_t first = 0; first < sums.size(); first += per_call)
+      compact_internal::DecideWindowSums(std::span<const std::int64_t>(sums).subspan(first, per_call), kCountBits, 200,
+                                         std::span<float>(out).subspan(first, per_call),
+                                         std::span<char>(undecided).subspan(first, per_call));
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["ns_per_value"] = benchmark::Counter(
       static_cast<double>(kValues) * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_DecideWindowSums);
+BENCHMARK(BM_DecideWindowSums)->Arg(kCompactBlock)->Arg(1 << 20)->ArgName("values_per_call");
 
 // Args: replicas, threads.
 BENCHMARK(BM_Float)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();

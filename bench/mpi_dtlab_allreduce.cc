@@ -5,7 +5,8 @@
 // calls between two barriers, the best round reported (as bench/mpi_allreduce.cc).
 // One replica per rank, so dtlab's hierarchical all-reduce (its default under
 // mpirun) is the ring between the ranks. The buffer is a HugePageVector, as a
-// replica's gradient buffer (Cluster's `flat`) is.
+// replica's gradient buffer (Cluster's `flat`) is; a third line, MPI_Allreduce_4KiB_pages,
+// times the peer on a plain std::vector (ordinary 4 KiB pages) in the same rounds.
 // Rank 0 prints one line per size and implementation:
 //
 //   bytes_per_rank ranks implementation seconds_per_call algbw_GBps busbw_GBps
@@ -31,6 +32,7 @@ namespace {
 using dtlab::mpi_bench::Time;
 
 constexpr int kRounds = 3;
+constexpr int kWays = 3;  // MPI_Allreduce, dtlab, MPI_Allreduce on ordinary pages
 
 void Check(const dtlab::Status& status) {
   if (status.ok()) return;
@@ -64,26 +66,39 @@ int main(int argc, char** argv) {
       MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
     auto dtlab = [&] { Check(group.AllReduce(std::span(&mine, 1), ranks, dtlab::ReduceOp::kSum, options)); };
-    // Warm up both, then size the rounds to about a second of MPI_Allreduce.
-    Fill(buffer, rank);
-    Time(2, bare);
-    Time(2, dtlab);
-    Fill(buffer, rank);
+    // The peer again on ordinary pages (a plain std::vector): what the page size
+    // alone is worth.
+    std::vector<float> plain(buffer.size());
+    auto bare_plain = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, plain.data(), static_cast<int>(plain.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    auto call = [&](int which, int times) {
+      return which == 0 ? Time(times, bare) : which == 1 ? Time(times, dtlab) : Time(times, bare_plain);
+    };
+    auto fill = [&] {
+      Fill(buffer, rank);
+      std::copy(buffer.begin(), buffer.end(), plain.begin());
+    };
+    // Warm up each, then size the rounds to about a second of MPI_Allreduce.
+    fill();
+    for (int which = 0; which < kWays; ++which) call(which, 2);
+    fill();
     const double once = Time(1, bare);
     int iterations = std::clamp(static_cast<int>(1.0 / (once > 0 ? once : 1e-6)), 5, calls_before_refill - 1);
     MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    double best[2] = {0, 0};
+    double best[kWays] = {};
     for (int round = 0; round < kRounds; ++round)
-      for (int which = 0; which < 2; ++which) {
-        Fill(buffer, rank);
-        const double seconds = which == 0 ? Time(iterations, bare) : Time(iterations, dtlab);
+      for (int which = 0; which < kWays; ++which) {
+        fill();
+        const double seconds = call(which, iterations);
         if (round == 0 || seconds < best[which]) best[which] = seconds;
       }
     if (rank == 0)
-      for (int which = 0; which < 2; ++which) {
+      for (int which = 0; which < kWays; ++which) {
+        const char* names[kWays] = {"MPI_Allreduce", "dtlab", "MPI_Allreduce_4KiB_pages"};
         const double algbw = static_cast<double>(bytes) / best[which] / 1e9;
-        std::printf("%ld %d %s %.6e %.3f %.3f\n", bytes, ranks, which == 0 ? "MPI_Allreduce" : "dtlab", best[which],
-                    algbw, algbw * 2.0 * (ranks - 1) / ranks);
+        std::printf("%ld %d %s %.6e %.3f %.3f\n", bytes, ranks, names[which], best[which], algbw,
+                    algbw * 2.0 * (ranks - 1) / ranks);
         std::fflush(stdout);
       }
   }

@@ -1,7 +1,7 @@
 // Exact mode's all-reduce between real processes, against a float all-reduce of the
 // same gradient (issue 22, item 1). Each rank computes seed-cnn's exact gradient for
 // its own 8 Fashion-MNIST examples (initial weights), tiled to the size asked (value
-// i is value i mod 121,930), and all-reduces it four ways over MPI:
+// i is value i mod 121,930), and all-reduces it five ways over MPI:
 //   MPI_Allreduce  the rounded gradient, MPI_FLOAT SUM in place (the peer);
 //   float          dtlab's float ring over MPI (MpiWorkerGroup), what fast mode moves;
 //   compact        the compact exact all-reduce (sim/comm/compact_exact.h) from the
@@ -28,7 +28,8 @@
 // per call over the timed rounds: rank 0's mean / the largest rank's mean.
 // The float buffers (MPI_Allreduce's, the floats the compact all-reduces deliver)
 // are HugePageVectors, as a replica's gradient buffer (Cluster's `flat`) is: the peer
-// and dtlab send from the same kind of pages.
+// and dtlab send from the same kind of pages. A sixth line, MPI_Allreduce_4KiB_pages,
+// times the peer on a plain std::vector (ordinary pages) in the same rounds.
 // With MPI_EXACT_PROFILE=N, each rank runs N scattered calls alone (for `perf
 // record`), after one untimed call and the check, and writes its minor page faults per
 // call to stderr (0 where the workspace is kept from call to call).
@@ -159,6 +160,10 @@ int main(int argc, char** argv) {
     auto bare = [&] {
       MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
+    std::vector<float> plain(floats.size());  // the peer again, on ordinary 4 KiB pages
+    auto bare_plain = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, plain.data(), static_cast<int>(plain.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
     auto ring = [&] { Check(group.AllReduce(std::span(&float_span, 1), ranks, dtlab::ReduceOp::kSum, options)); };
     auto compact = [&] {
       auto stats = dtlab::CompactExactAllReduce(std::span(&encoded_pointer, 1), std::span(&compact_span, 1), ranks,
@@ -180,6 +185,7 @@ int main(int argc, char** argv) {
     auto refill = [&](int which) {
       if (which < 2) std::copy(floats.begin(), floats.end(), buffer.begin());
       if (which == 3) std::copy(words.begin(), words.end(), words_buffer.begin());
+      if (which == 5) std::copy(floats.begin(), floats.end(), plain.begin());
     };
     auto call = [&](int which) {
       if (which == 0) bare();
@@ -187,6 +193,7 @@ int main(int argc, char** argv) {
       if (which == 2) compact();
       if (which == 3) all_words();
       if (which == 4) scattered();
+      if (which == 5) bare_plain();
     };
     // The check: compact's floats against the words' sum, rounded once.
     refill(3);
@@ -214,7 +221,7 @@ int main(int argc, char** argv) {
     // Calls per round: about half a second of each, at least 2, at most 8 for the
     // words (their digits stay far from overflow) and 40 for the rest (the float
     // sums from 2^-7 or less stay finite on up to 8 ranks: 8^40 = 2^120).
-    constexpr int kWays = 5;
+    constexpr int kWays = 6;
     int iterations[kWays];
     for (int which = 0; which < kWays; ++which) {
       refill(which);
@@ -248,8 +255,9 @@ int main(int argc, char** argv) {
       }
     }
     if (rank == 0) {
-      const char* names[kWays] = {"MPI_Allreduce", "float", "compact", "words", "scattered"};
-      const double wire[kWays] = {4.0, 4.0, compact_bytes, 8.0 * kExactWords, scattered_bytes};
+      const char* names[kWays] = {"MPI_Allreduce", "float",     "compact",
+                                  "words",         "scattered", "MPI_Allreduce_4KiB_pages"};
+      const double wire[kWays] = {4.0, 4.0, compact_bytes, 8.0 * kExactWords, scattered_bytes, 4.0};
       for (int which = 0; which < kWays; ++which)
         std::printf("%lld %d %s %.6e %.3f %d\n", static_cast<long long>(values * 4), ranks, names[which], best[which],
                     wire[which],

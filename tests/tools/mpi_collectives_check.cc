@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -42,6 +43,23 @@ std::vector<std::vector<T>> Inputs(int replicas, std::int64_t count, unsigned se
   return inputs;
 }
 
+// Whether this rank's replicas (of `per_rank`) hold the expected elements; else says
+// which does not, after `what`.
+template <typename T>
+bool Matches(const std::vector<std::vector<T>>& mine, const std::vector<std::vector<T>>& expected, int rank,
+             int per_rank, std::int64_t count, const std::string& what) {
+  for (int k = 0; k < per_rank; ++k) {
+    const auto r = static_cast<std::size_t>(rank * per_rank + k);
+    if (count > 0 &&
+        std::memcmp(mine[r].data(), expected[r].data(), sizeof(T) * static_cast<std::size_t>(count)) != 0) {
+      std::fprintf(stderr, "rank %d: %s, %d per rank, %lld elements: replica %zu differs from in-process\n", rank,
+                   what.c_str(), per_rank, static_cast<long long>(count), r);
+      return false;
+    }
+  }
+  return true;
+}
+
 template <typename T>
 bool Check(dtlab::MpiWorkerGroup& group, dtlab::AllReduceAlgorithm algorithm, int per_rank, std::int64_t count,
            dtlab::ReduceOp op, unsigned seed) {
@@ -60,17 +78,9 @@ bool Check(dtlab::MpiWorkerGroup& group, dtlab::AllReduceAlgorithm algorithm, in
     std::fprintf(stderr, "rank %d: %s\n", group.rank(), status.ToString().c_str());
     return false;
   }
-  for (int k = 0; k < per_rank; ++k) {
-    const auto r = static_cast<std::size_t>(group.rank() * per_rank + k);
-    if (count > 0 &&
-        std::memcmp(mine[r].data(), expected[r].data(), sizeof(T) * static_cast<std::size_t>(count)) != 0) {
-      std::fprintf(stderr, "rank %d: %s, %d per rank, %lld elements, %s: replica %zu differs from in-process\n",
-                   group.rank(), std::string(dtlab::AllReduceAlgorithmName(algorithm)).c_str(), per_rank,
-                   static_cast<long long>(count), op == dtlab::ReduceOp::kSum ? "SUM" : "MEAN", r);
-      return false;
-    }
-  }
-  return true;
+  return Matches(
+      mine, expected, group.rank(), per_rank, count,
+      std::string(dtlab::AllReduceAlgorithmName(algorithm)) + (op == dtlab::ReduceOp::kSum ? " SUM" : " MEAN"));
 }
 
 // Slice `rank` of this rank's leader after ReduceScatterSlices, against the in-process
@@ -127,16 +137,7 @@ bool CheckGather(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count,
     std::fprintf(stderr, "rank %d: %s\n", group.rank(), status.ToString().c_str());
     return false;
   }
-  for (int k = 0; k < per_rank; ++k) {
-    const auto r = static_cast<std::size_t>(group.rank() * per_rank + k);
-    if (count > 0 &&
-        std::memcmp(mine[r].data(), expected[r].data(), sizeof(T) * static_cast<std::size_t>(count)) != 0) {
-      std::fprintf(stderr, "rank %d: all_gather, %d per rank, %lld elements: replica %zu differs\n", group.rank(),
-                   per_rank, static_cast<long long>(count), r);
-      return false;
-    }
-  }
-  return true;
+  return Matches(mine, expected, group.rank(), per_rank, count, "all_gather");
 }
 
 }  // namespace
