@@ -60,6 +60,27 @@ bool Matches(const std::vector<std::vector<T>>& mine, const std::vector<std::vec
   return true;
 }
 
+// This rank's replicas of `all` (`per_rank` of them), as the MPI collectives take them.
+template <typename T>
+std::vector<std::span<T>> LocalSpans(std::vector<std::vector<T>>& all, int rank, int per_rank) {
+  std::vector<std::span<T>> local;
+  for (int k = 0; k < per_rank; ++k) local.emplace_back(all[static_cast<std::size_t>(rank * per_rank + k)]);
+  return local;
+}
+
+// Whether the collective succeeded; else says why.
+bool Succeeded(const dtlab::Status& status, int rank) {
+  if (!status.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, status.ToString().c_str());
+  return status.ok();
+}
+
+// Near-equal slices of `count` elements, one per worker, in worker order.
+std::vector<dtlab::ElementRange> EqualSlices(std::int64_t count, int workers) {
+  std::vector<dtlab::ElementRange> slices;
+  for (int w = 0; w < workers; ++w) slices.push_back(dtlab::Chunk(count, workers, w));
+  return slices;
+}
+
 template <typename T>
 bool Check(dtlab::MpiWorkerGroup& group, dtlab::AllReduceAlgorithm algorithm, int per_rank, std::int64_t count,
            dtlab::ReduceOp op, unsigned seed) {
@@ -71,13 +92,8 @@ bool Check(dtlab::MpiWorkerGroup& group, dtlab::AllReduceAlgorithm algorithm, in
   options.replicas_per_worker = per_rank;
   std::vector<std::span<T>> all(expected.begin(), expected.end());
   dtlab::AllReduce<T>(all, op, options);
-  std::vector<std::span<T>> local;
-  for (int k = 0; k < per_rank; ++k) local.emplace_back(mine[static_cast<std::size_t>(group.rank() * per_rank + k)]);
-  const dtlab::Status status = group.AllReduce(local, replicas, op, options);
-  if (!status.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", group.rank(), status.ToString().c_str());
+  if (!Succeeded(group.AllReduce(LocalSpans(mine, group.rank(), per_rank), replicas, op, options), group.rank()))
     return false;
-  }
   return Matches(
       mine, expected, group.rank(), per_rank, count,
       std::string(dtlab::AllReduceAlgorithmName(algorithm)) + (op == dtlab::ReduceOp::kSum ? " SUM" : " MEAN"));
@@ -89,21 +105,16 @@ bool CheckSlices(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count,
   const int replicas = group.size() * per_rank;
   auto expected = Inputs<dtlab::Int448>(replicas, count, seed);
   auto mine = Inputs<dtlab::Int448>(replicas, count, seed);
-  std::vector<dtlab::ElementRange> slices;
-  for (int w = 0; w < group.size(); ++w) slices.push_back(dtlab::Chunk(count, group.size(), w));
+  const std::vector<dtlab::ElementRange> slices = EqualSlices(count, group.size());
   dtlab::CollectiveOptions options;
   options.replicas_per_worker = per_rank;
   std::vector<std::span<dtlab::Int448>> all(expected.begin(), expected.end());
   dtlab::RunSchedule<dtlab::Int448>(all, "reduce_scatter", options, [&](dtlab::Transport<dtlab::Int448>& t) {
     dtlab::ScheduleReduceScatterSlices(t, per_rank, count, slices, own);
   });
-  std::vector<std::span<dtlab::Int448>> local;
-  for (int k = 0; k < per_rank; ++k) local.emplace_back(mine[static_cast<std::size_t>(group.rank() * per_rank + k)]);
-  const dtlab::Status status = group.ReduceScatterSlices(local, replicas, slices, own, options);
-  if (!status.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", group.rank(), status.ToString().c_str());
+  if (!Succeeded(group.ReduceScatterSlices(LocalSpans(mine, group.rank(), per_rank), replicas, slices, own, options),
+                 group.rank()))
     return false;
-  }
   const dtlab::ElementRange slice = slices[static_cast<std::size_t>(group.rank())];
   const auto leader = static_cast<std::size_t>(group.rank() * per_rank);
   if (slice.count > 0 && std::memcmp(mine[leader].data() + slice.begin, expected[leader].data() + slice.begin,
@@ -123,20 +134,15 @@ bool CheckGather(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count,
   const int replicas = group.size() * per_rank;
   auto expected = Inputs<T>(replicas, count, seed);
   auto mine = Inputs<T>(replicas, count, seed);
-  std::vector<dtlab::ElementRange> slices;
-  for (int w = 0; w < group.size(); ++w) slices.push_back(dtlab::Chunk(count, group.size(), w));
+  const std::vector<dtlab::ElementRange> slices = EqualSlices(count, group.size());
   dtlab::CollectiveOptions options;
   options.replicas_per_worker = per_rank;
   std::vector<std::span<T>> all(expected.begin(), expected.end());
   dtlab::RunSchedule<T>(all, "all_gather", options,
                         [&](dtlab::Transport<T>& t) { dtlab::ScheduleAllGatherSlices(t, per_rank, slices); });
-  std::vector<std::span<T>> local;
-  for (int k = 0; k < per_rank; ++k) local.emplace_back(mine[static_cast<std::size_t>(group.rank() * per_rank + k)]);
-  const dtlab::Status status = group.AllGatherSlices(local, replicas, slices, options);
-  if (!status.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", group.rank(), status.ToString().c_str());
+  if (!Succeeded(group.AllGatherSlices(LocalSpans(mine, group.rank(), per_rank), replicas, slices, options),
+                 group.rank()))
     return false;
-  }
   return Matches(mine, expected, group.rank(), per_rank, count, "all_gather");
 }
 
