@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   dtlab::ExactSumCollectives scattered_collectives = collectives;
   scattered_collectives.scattered = dtlab::ScatteredOf(
       ranks, rank,
-      [&](std::span<const std::span<dtlab::Int448>> buffers, std::span<const dtlab::ElementRange> slices,
+      [&](std::span<const std::span<std::int64_t>> buffers, std::span<const dtlab::ElementRange> slices,
           dtlab::OwnSlice own) { return group.ReduceScatterSlices(buffers, ranks, slices, own, options); },
       [&](auto buffers, std::span<const dtlab::ElementRange> slices) {
         return group.AllGatherSlices(buffers, ranks, slices, options);

@@ -197,6 +197,107 @@ bool Decide(std::int64_t q, std::int64_t n, int lsb, const Words* known, float& 
   return n == 0 || std::bit_cast<std::uint32_t>(out) == std::bit_cast<std::uint32_t>(RoundWords(below, q + n, lsb, -n));
 }
 
+// Round 2's decision for the values of one window lsb, from their field sums
+// (compact_internal::DecideWindowSums), a value at a time or in vectors.
+class WindowSumDecider {
+ public:
+  WindowSumDecider(int count_bits, int lsb)
+      : count_bits_(count_bits),
+        lsb_(lsb),
+        count_mask_((std::int64_t{1} << count_bits) - 1),
+        unit_(PowerOfTwoDouble(lsb - 1 + kExactLsbExponent)) {}
+
+  // Whether the value of field sum `sum` is left undecided; if not, `out` is it.
+  bool Undecided(std::int64_t sum, float& out) const {
+    const std::int64_t q = sum >> count_bits_;  // arithmetic: floor
+    const std::int64_t n = sum & count_mask_;
+    return !DecideConverted(q, n, unit_, out) && !Decide(q, n, lsb_, nullptr, out);
+  }
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+  // DecideConverted, eight sums at a time: their floats to out[0, 8), where decided
+  // (the returned mask's lanes); the others go to Undecided.
+  [[gnu::always_inline]] unsigned Decided8(__m512i s, float* out) const {
+    const __m512i q = _mm512_sra_epi64(s, _mm_cvtsi32_si128(count_bits_));
+    const __m512i n = _mm512_and_si512(s, _mm512_set1_epi64(count_mask_));
+    const __mmask8 fraction = _mm512_test_epi64_mask(n, n);
+    const __m512i f = _mm512_maskz_mov_epi64(fraction, _mm512_set1_epi64(1));
+    const __m512i q_n = _mm512_add_epi64(q, n);
+    const __m512d d1 = _mm512_cvtepi64_pd(_mm512_add_epi64(_mm512_add_epi64(q, q), f));
+    const __m512d d2 = _mm512_cvtepi64_pd(_mm512_sub_epi64(_mm512_add_epi64(q_n, q_n), f));
+    const __m512d units = _mm512_set1_pd(unit_);
+    const __m256 low = _mm512_cvtpd_ps(_mm512_mul_pd(d1, units));
+    const __m256 high = _mm512_cvtpd_ps(_mm512_mul_pd(d2, units));
+    const __m512d a1 = _mm512_abs_pd(d1), a2 = _mm512_abs_pd(d2);
+    const __mmask8 exact = _mm512_cmp_pd_mask(_mm512_max_pd(a1, a2), _mm512_set1_pd(0x1p53), _CMP_LT_OQ);
+    const __mmask8 grid = static_cast<__mmask8>(
+        ~fraction | _mm512_cmp_pd_mask(_mm512_min_pd(a1, a2), _mm512_set1_pd(0x1p25), _CMP_GT_OQ));
+    const __mmask8 same = _mm256_cmpeq_epi32_mask(_mm256_castps_si256(low), _mm256_castps_si256(high));
+    _mm256_storeu_ps(out, low);
+    return exact & grid & same;
+  }
+#endif
+#if defined(__AVX2__)
+  // DecideConverted, four sums at a time (Decided8's AVX2 form).
+  [[gnu::always_inline]] int Decided4(__m256i s, float* out) const {
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i q = ShiftRightArithmetic(s, _mm_cvtsi32_si128(count_bits_));
+    const __m256i n = _mm256_and_si256(s, _mm256_set1_epi64x(count_mask_));
+    const __m256i no_fraction = _mm256_cmpeq_epi64(n, _mm256_setzero_si256());
+    const __m256i f = _mm256_add_epi64(no_fraction, one);
+    const __m256i q_n = _mm256_add_epi64(q, n);
+    const __m256d d1 = ToDoubles(_mm256_add_epi64(_mm256_add_epi64(q, q), f));
+    const __m256d d2 = ToDoubles(_mm256_sub_epi64(_mm256_add_epi64(q_n, q_n), f));
+    const __m256d units = _mm256_set1_pd(unit_);
+    const __m128 low = _mm256_cvtpd_ps(_mm256_mul_pd(d1, units));
+    const __m128 high = _mm256_cvtpd_ps(_mm256_mul_pd(d2, units));
+    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+    const __m256d a1 = _mm256_and_pd(d1, magnitude), a2 = _mm256_and_pd(d2, magnitude);
+    const __m256d exact = _mm256_cmp_pd(_mm256_max_pd(a1, a2), _mm256_set1_pd(0x1p53), _CMP_LT_OQ);
+    const __m256d grid = _mm256_or_pd(_mm256_castsi256_pd(no_fraction),
+                                      _mm256_cmp_pd(_mm256_min_pd(a1, a2), _mm256_set1_pd(0x1p25), _CMP_GT_OQ));
+    _mm_storeu_ps(out, low);
+    return _mm256_movemask_pd(_mm256_and_pd(exact, grid)) &
+           _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_castps_si128(low), _mm_castps_si128(high))));
+  }
+#endif
+
+  // The `lanes` sums of a vector `s`, of which `decided` (a mask) were: undecided[k]
+  // for each, and the others decided one at a time.
+  template <int kLanes, typename Vector>
+  [[gnu::always_inline]] void Finish(Vector s, unsigned decided, float* out, char* undecided) const {
+    std::memset(undecided, 0, kLanes);
+    if (decided == (1u << kLanes) - 1) return;
+    alignas(64) std::int64_t sums[kLanes];
+    std::memcpy(sums, &s, sizeof(sums));
+    for (int lane = 0; lane < kLanes; ++lane)
+      if ((decided >> lane & 1) == 0) undecided[lane] = Undecided(sums[lane], out[lane]);
+  }
+
+  // out[k] and undecided[k] for sums[k], k < size.
+  void DecideSums(const std::int64_t* sums, std::int64_t size, float* out, char* undecided) const {
+    std::int64_t k = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+    for (; k + 8 <= size; k += 8) {
+      const __m512i s = _mm512_loadu_si512(sums + k);
+      Finish<8>(s, Decided8(s, out + k), out + k, undecided + k);
+    }
+#endif
+#if defined(__AVX2__)
+    for (; k + 4 <= size; k += 4) {
+      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + k));
+      Finish<4>(s, static_cast<unsigned>(Decided4(s, out + k)), out + k, undecided + k);
+    }
+#endif
+    for (; k < size; ++k) undecided[k] = Undecided(sums[k], out[k]);
+  }
+
+ private:
+  int count_bits_, lsb_;
+  std::int64_t count_mask_;
+  double unit_;
+};
+
 // A value still undecided: what the rounds so far summed, and its window's lsb.
 struct Pending {
   std::int64_t index;
@@ -415,85 +516,194 @@ StatusOr<std::vector<std::int64_t>> GatherFromWorkers(const std::vector<std::int
   return gather(mine, slices, total);
 }
 
+// (index, sum) pairs, sorted by index (an odd last word stays last).
+void SortPairs(std::vector<std::int64_t>& pairs) {
+  std::vector<std::array<std::int64_t, 2>> sorted(pairs.size() / 2);
+  std::memcpy(sorted.data(), pairs.data(), sorted.size() * sizeof(sorted[0]));
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
+  std::memcpy(pairs.data(), sorted.data(), sorted.size() * sizeof(sorted[0]));
+}
+
+// Round 2's fields for values [begin, end) of g (begin at a block), where every block
+// is windowed, into out[0, end - begin), one to an int64 word (the scattered round's:
+// unpacked, they need no packing).
+void FirstWindowFields(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
+                       std::int64_t end, std::int64_t* out) {
+  assert(begin % kCompactBlock == 0);
+  for (std::int64_t first = begin; first < end; first += kCompactBlock) {
+    const std::int64_t block = first / kCompactBlock, size = std::min(end - first, kCompactBlock);
+    const BlockFields fields(g, block, block_lsb[block], count_bits);
+    std::int64_t* at = out + (first - begin);
+#if defined(__AVX512F__)
+    if (fields.high_only() && size == kCompactBlock) {
+      for (std::int64_t k = 0; k < kCompactBlock; k += 8) _mm512_storeu_si512(at + k, fields.Fields8(k));
+      continue;
+    }
+#elif defined(__AVX2__)
+    if (fields.high_only() && size == kCompactBlock) {
+      for (std::int64_t k = 0; k < kCompactBlock; k += 4)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + k), fields.Fields(k));
+      continue;
+    }
+#endif
+    for (std::int64_t k = 0; k < size; ++k) at[k] = fields.Field(k);
+  }
+}
+
+// Decides the `size` values from value `first` (a block's) from the field sums
+// `received`, plus, where `own` is not null, its fields (they were left out of the
+// sums): in registers, a vector at a time, where the block is whole and its fields
+// lie in the high words.
+void DecideBlock(const std::int64_t* received, const CompactGradient* own, std::int64_t first, std::int64_t size,
+                 const int* block_lsb, int count_bits, float* out, char* undecided) {
+  const std::int64_t block = first / kCompactBlock;
+  const WindowSumDecider decider(count_bits, block_lsb[block]);
+  const std::optional<BlockFields> fields =
+      own != nullptr ? std::optional<BlockFields>(std::in_place, *own, block, block_lsb[block], count_bits)
+                     : std::nullopt;
+  if (size == kCompactBlock && (!fields || fields->high_only())) {
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+    for (std::int64_t k = 0; k < kCompactBlock; k += 8) {
+      __m512i s = _mm512_loadu_si512(received + k);
+      if (fields) s = _mm512_add_epi64(s, fields->Fields8(k));
+      decider.Finish<8>(s, decider.Decided8(s, out + k), out + k, undecided + k);
+    }
+    return;
+#elif defined(__AVX2__)
+    for (std::int64_t k = 0; k < kCompactBlock; k += 4) {
+      __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(received + k));
+      if (fields) s = _mm256_add_epi64(s, fields->Fields(k));
+      decider.Finish<4>(s, static_cast<unsigned>(decider.Decided4(s, out + k)), out + k, undecided + k);
+    }
+    return;
+#endif
+  }
+  std::array<std::int64_t, kCompactBlock> sums;
+  for (std::int64_t k = 0; k < size; ++k)
+    sums[static_cast<std::size_t>(k)] = received[k] + (fields ? fields->Field(k) : 0);
+  decider.DecideSums(sums.data(), size, out, undecided);
+}
+
+using Clock = std::chrono::steady_clock;
+
+// The stages' clock: each Lap adds the time since the last to one of
+// CompactExactStats::seconds.
+class StageClock {
+ public:
+  void Lap(double& stage) {
+    const Clock::time_point now = Clock::now();
+    stage += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  Clock::time_point last_ = Clock::now();
+};
+
+// The undecided flags' positions in flags[0, size) (few: found by memchr, as a byte at
+// a time was 7% of a 2-replica call), each as (offset + its position, sum(position)).
+template <typename Sum>
+void AppendUndecided(const char* flags, std::int64_t size, std::int64_t offset, Sum sum,
+                     std::vector<std::int64_t>& left) {
+  for (const char* at = flags; (at = static_cast<const char*>(std::memchr(at, 1, size - (at - flags)))); ++at) {
+    left.push_back(offset + (at - flags));
+    left.push_back(sum(at - flags));
+  }
+}
+
+// Round 2 between workers (ExactSumCollectives::Scattered), where every block is
+// windowed: in pieces of scattered.piece values, each worker extracts its
+// replicas' fields of the piece (one to an int64 word), they are reduce-scattered,
+// this worker decides its slice of the piece into outputs[0], and the decided floats
+// are all-gathered into every replica's outputs. Piece by piece, the fields one
+// stage writes and the floats it decides are in the cache when the next reads them.
+// With one replica here (OwnSlice::kLeftOut), its own slice is not extracted: its
+// fields are added to the other workers' sum as they are decided (the same integers:
+// the sums of fewer replicas fit their fields too). Returns this worker's undecided
+// values as (index, field sum) pairs, ascending.
+StatusOr<std::vector<std::int64_t>> ScatteredWindowRound(std::span<const CompactGradient* const> inputs,
+                                                         std::span<const std::span<float>> outputs,
+                                                         const int* block_lsb, int count_bits,
+                                                         const ExactSumCollectives::Scattered& scattered,
+                                                         CompactExactWorkspace& workspace, CompactExactStats& stats,
+                                                         StageClock& clock) {
+  const std::int64_t piece_values = scattered.piece;
+  static_assert(kCompactScatterGrain % kGrain == 0 && kCompactScatterPiece % kCompactScatterGrain == 0);
+  if (piece_values <= 0 || piece_values % kCompactScatterGrain != 0)
+    return Status::InvalidArgument("the compact all-reduce's pieces must be a positive multiple of " +
+                                   std::to_string(kCompactScatterGrain) + " values, not " +
+                                   std::to_string(piece_values));
+  const auto local = inputs.size();
+  const auto count = static_cast<std::int64_t>(outputs[0].size());
+  const bool own_left_out = local == 1;
+  const OwnSlice own = own_left_out ? OwnSlice::kLeftOut : OwnSlice::kSummed;
+  const auto worker = static_cast<std::size_t>(scattered.worker);
+  workspace.fields.resize(local);
+  std::vector<std::span<std::int64_t>> fields(local);
+  for (std::size_t r = 0; r < local; ++r) fields[r] = Grown(workspace.fields[r], std::min(count, piece_values));
+  const std::span<char> undecided = Grown(workspace.undecided, count);  // every flag read below is written first
+  std::vector<std::int64_t> left;
+  std::vector<std::span<std::int64_t>> piece_fields(local);
+  std::vector<std::span<float>> piece_outputs(local);
+  for (std::int64_t piece = 0; piece < count; piece += piece_values) {
+    const std::int64_t size = std::min(piece_values, count - piece);
+    const std::vector<ElementRange> slices = CompactScatterSlices(size, scattered.workers);
+    const ElementRange mine = slices[worker];
+    // Extraction: kGrain values a task (slices are multiples of it).
+    tbb::parallel_for(
+        std::int64_t{0}, static_cast<std::int64_t>(local) * ((size + kGrain - 1) / kGrain), [&](std::int64_t task) {
+          const auto tasks = (size + kGrain - 1) / kGrain;
+          const auto r = static_cast<std::size_t>(task / tasks);
+          const std::int64_t begin = task % tasks * kGrain, end = std::min(size, begin + kGrain);
+          if (own_left_out && begin >= mine.begin && begin < mine.begin + mine.count) return;
+          FirstWindowFields(*inputs[r], block_lsb, count_bits, piece + begin, piece + end, fields[r].data() + begin);
+        });
+    clock.Lap(stats.seconds.extraction);
+    for (std::size_t r = 0; r < local; ++r) {
+      piece_fields[r] = fields[r].first(static_cast<std::size_t>(size));
+      piece_outputs[r] = outputs[r].subspan(static_cast<std::size_t>(piece), static_cast<std::size_t>(size));
+    }
+    DTLAB_RETURN_IF_ERROR(scattered.reduce_scatter(piece_fields, slices, own));
+    clock.Lap(stats.seconds.sum);
+    // This worker's slice, a block at a time: its sums (with the own fields where they
+    // were left out), decided with the block's window lsb.
+    const std::int64_t* sums = fields[0].data();
+    tbb::parallel_for(mine.begin / kGrain, (mine.begin + mine.count + kGrain - 1) / kGrain, [&](std::int64_t task) {
+      const std::int64_t end = std::min(mine.begin + mine.count, (task + 1) * kGrain);
+      for (std::int64_t k = task * kGrain; k < end; k += kCompactBlock) {
+        const std::int64_t i = piece + k;
+        DecideBlock(sums + k, own_left_out ? inputs[0] : nullptr, i, std::min(kCompactBlock, end - k), block_lsb,
+                    count_bits, outputs[0].data() + i, undecided.data() + i);
+      }
+    });
+    AppendUndecided(
+        undecided.data() + piece + mine.begin, mine.count, piece + mine.begin,
+        [&](std::int64_t k) {
+          const std::int64_t i = piece + mine.begin + k;
+          std::int64_t sum = sums[mine.begin + k];
+          if (own_left_out) {  // this replica's field, again (undecided values are rare)
+            const std::int64_t block = i / kCompactBlock;
+            sum += BlockFields(*inputs[0], block, block_lsb[block], count_bits).Field(i % kCompactBlock);
+          }
+          return sum;
+        },
+        left);
+    clock.Lap(stats.seconds.decision);
+    DTLAB_RETURN_IF_ERROR(scattered.all_gather(piece_outputs, slices));
+    clock.Lap(stats.seconds.gather);
+  }
+  stats.scattered_words += count;
+  stats.gathered_floats += count;
+  return left;
+}
+
 }  // namespace
 
 void compact_internal::DecideWindowSums(std::span<const std::int64_t> sums, int count_bits, int lsb,
                                         std::span<float> out, std::span<char> undecided) {
   assert(out.size() == sums.size() && undecided.size() == sums.size() && lsb >= 0);
-  const double unit = PowerOfTwoDouble(lsb - 1 + kExactLsbExponent);
-  const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
-  const auto size = static_cast<std::int64_t>(sums.size());
-  auto decide = [&](std::int64_t k) {
-    const std::int64_t q = sums[static_cast<std::size_t>(k)] >> count_bits;  // arithmetic: floor
-    const std::int64_t n = sums[static_cast<std::size_t>(k)] & count_mask;
-    float& value = out[static_cast<std::size_t>(k)];
-    undecided[static_cast<std::size_t>(k)] = !DecideConverted(q, n, unit, value) && !Decide(q, n, lsb, nullptr, value);
-  };
-  std::int64_t k = 0;
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
-  // DecideConverted, eight values at a time (the AVX2 loop below, in masks); the
-  // values it leaves go to Decide.
-  {
-    const __m128i shift = _mm_cvtsi32_si128(count_bits);
-    const __m512d units = _mm512_set1_pd(unit);
-    for (; k + 8 <= size; k += 8) {
-      const __m512i s = _mm512_loadu_si512(sums.data() + k);
-      const __m512i q = _mm512_sra_epi64(s, shift);
-      const __m512i n = _mm512_and_si512(s, _mm512_set1_epi64(count_mask));
-      const __mmask8 fraction = _mm512_test_epi64_mask(n, n);
-      const __m512i f = _mm512_maskz_mov_epi64(fraction, _mm512_set1_epi64(1));
-      const __m512i q_n = _mm512_add_epi64(q, n);
-      const __m512d d1 = _mm512_cvtepi64_pd(_mm512_add_epi64(_mm512_add_epi64(q, q), f));
-      const __m512d d2 = _mm512_cvtepi64_pd(_mm512_sub_epi64(_mm512_add_epi64(q_n, q_n), f));
-      const __m256 low = _mm512_cvtpd_ps(_mm512_mul_pd(d1, units));
-      const __m256 high = _mm512_cvtpd_ps(_mm512_mul_pd(d2, units));
-      const __m512d a1 = _mm512_abs_pd(d1), a2 = _mm512_abs_pd(d2);
-      const __mmask8 exact = _mm512_cmp_pd_mask(_mm512_max_pd(a1, a2), _mm512_set1_pd(0x1p53), _CMP_LT_OQ);
-      const __mmask8 grid = static_cast<__mmask8>(
-          ~fraction | _mm512_cmp_pd_mask(_mm512_min_pd(a1, a2), _mm512_set1_pd(0x1p25), _CMP_GT_OQ));
-      const __mmask8 same = _mm256_cmpeq_epi32_mask(_mm256_castps_si256(low), _mm256_castps_si256(high));
-      const unsigned decided = exact & grid & same;
-      _mm256_storeu_ps(out.data() + k, low);
-      std::memset(undecided.data() + k, 0, 8);
-      if (decided != 0xff)
-        for (int lane = 0; lane < 8; ++lane)
-          if ((decided >> lane & 1) == 0) decide(k + lane);
-    }
-  }
-#endif
-#if defined(__AVX2__)
-  // DecideConverted, four values at a time; the values it leaves go to Decide.
-  const __m256i zero = _mm256_setzero_si256();
-  const __m256i one = _mm256_set1_epi64x(1);
-  const __m128i shift = _mm_cvtsi32_si128(count_bits);
-  const __m256d units = _mm256_set1_pd(unit);
-  const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
-  for (; k + 4 <= size; k += 4) {
-    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums.data() + k));
-    const __m256i q = ShiftRightArithmetic(s, shift);
-    const __m256i n = _mm256_and_si256(s, _mm256_set1_epi64x(count_mask));
-    const __m256i no_fraction = _mm256_cmpeq_epi64(n, zero);
-    const __m256i f = _mm256_add_epi64(no_fraction, one);
-    const __m256i q_n = _mm256_add_epi64(q, n);
-    const __m256d d1 = ToDoubles(_mm256_add_epi64(_mm256_add_epi64(q, q), f));
-    const __m256d d2 = ToDoubles(_mm256_sub_epi64(_mm256_add_epi64(q_n, q_n), f));
-    const __m128 low = _mm256_cvtpd_ps(_mm256_mul_pd(d1, units));
-    const __m128 high = _mm256_cvtpd_ps(_mm256_mul_pd(d2, units));
-    const __m256d a1 = _mm256_and_pd(d1, magnitude), a2 = _mm256_and_pd(d2, magnitude);
-    const __m256d exact = _mm256_cmp_pd(_mm256_max_pd(a1, a2), _mm256_set1_pd(0x1p53), _CMP_LT_OQ);
-    const __m256d grid = _mm256_or_pd(_mm256_castsi256_pd(no_fraction),
-                                      _mm256_cmp_pd(_mm256_min_pd(a1, a2), _mm256_set1_pd(0x1p25), _CMP_GT_OQ));
-    const int decided =
-        _mm256_movemask_pd(_mm256_and_pd(exact, grid)) &
-        _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_castps_si128(low), _mm_castps_si128(high))));
-    _mm_storeu_ps(out.data() + k, low);
-    std::memset(undecided.data() + k, 0, 4);
-    if (decided != 0xf)
-      for (int lane = 0; lane < 4; ++lane)
-        if ((decided >> lane & 1) == 0) decide(k + lane);
-  }
-#endif
-  for (; k < size; ++k) decide(k);
+  WindowSumDecider(count_bits, lsb)
+      .DecideSums(sums.data(), static_cast<std::int64_t>(sums.size()), out.data(), undecided.data());
 }
 
 // For s, a float sum (in any order) of `replicas` non-negative floats: a `top` with
@@ -511,21 +721,13 @@ StatusOr<ExactAllReduce> ParseExactAllReduce(std::string_view name) {
 
 std::string_view ExactAllReduceName(ExactAllReduce kind) { return EnumName(kind, kKinds); }
 
-std::vector<ElementRange> CompactScatterSlices(std::int64_t values, std::int32_t workers,
-                                               std::vector<ElementRange>* value_slices) {
-  constexpr std::int64_t kGrainGroups = kCompactScatterGrain / Int448::kFields;
-  const std::int64_t groups = (values + Int448::kFields - 1) / Int448::kFields;
+std::vector<ElementRange> CompactScatterSlices(std::int64_t values, std::int32_t workers) {
   const std::int64_t grains = (values + kCompactScatterGrain - 1) / kCompactScatterGrain;
   std::vector<ElementRange> slices;
   for (std::int32_t w = 0; w < workers; ++w) {
     const ElementRange g = Chunk(grains, workers, w);
-    const std::int64_t begin = std::min(groups, g.begin * kGrainGroups);
-    const std::int64_t end = std::min(groups, (g.begin + g.count) * kGrainGroups);
-    slices.push_back({begin, end - begin});
-    if (value_slices != nullptr) {  // an empty slice past the last value starts at the value count
-      const std::int64_t value_begin = std::min(values, begin * Int448::kFields);
-      value_slices->push_back({value_begin, std::min(values, end * Int448::kFields) - value_begin});
-    }
+    const std::int64_t begin = std::min(values, g.begin * kCompactScatterGrain);
+    slices.push_back({begin, std::min(values, (g.begin + g.count) * kCompactScatterGrain) - begin});
   }
   return slices;
 }
@@ -641,15 +843,9 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
   const Int448 bias = SumBias(replicas);  // the window rounds' groups are packed biased
   CompactExactStats stats;
   stats.values = count;
-  // The stages' clock: each lap adds the time since the last to one of stats.seconds.
-  using Clock = std::chrono::steady_clock;
   const Clock::time_point call_start = Clock::now();
-  Clock::time_point lap_start = call_start;
-  auto lap = [&lap_start](double& stage) {
-    const Clock::time_point now = Clock::now();
-    stage += std::chrono::duration<double>(now - lap_start).count();
-    lap_start = now;
-  };
+  StageClock clock;
+  auto lap = [&clock](double& stage) { clock.Lap(stage); };
 
   // Round 1: each block's scale.
   std::vector<std::vector<float>>& scales = workspace->scales;
@@ -750,27 +946,6 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
     const std::int64_t whole_size = first ? stats.full_values * kExactWords : 0;
     if (sent + whole_size == 0) break;
     stats.sent.push_back(sent);
-    // Between workers, round 2's sums are reduce-scattered: this worker decides the
-    // values of its slice (`decided`), and the floats are all-gathered below.
-    const ExactSumCollectives::Scattered& scattered = collectives.scattered;
-    const bool scatter = first && windowed.empty() && scattered.workers > 1 && groups > 0 &&
-                         workspace->undecided_fraction <= CompactExactWorkspace::kMaxScatteredUndecided;
-    std::vector<ElementRange> slices, value_slices;  // per worker: groups, values
-    ElementRange decided{0, sent};
-    if (scatter) {
-      slices = CompactScatterSlices(sent, scattered.workers, &value_slices);
-      decided = value_slices[static_cast<std::size_t>(scattered.worker)];
-    }
-    // With one replica here, its own slice is extracted where it is decided, added to
-    // the other workers' sum there: no pass writes its groups and another reads them
-    // back (OwnSlice::kLeftOut).
-    const bool own_left_out = scatter && local == 1;
-    assert(!own_left_out || (first && windowed.empty()));  // the decision's common case adds the own fields
-    auto own_chunk = [&](std::int64_t chunk_begin) {
-      return own_left_out && chunk_begin >= decided.begin && chunk_begin < decided.begin + decided.count;
-    };
-    stats.words += replicas > 1 ? (scatter ? 0 : groups * Int448::kLimbs) + whole_size : 0;
-    if (scatter) stats.scattered_words += groups * Int448::kLimbs, stats.gathered_floats += sent;
     auto value_index = [&](std::int64_t k) {
       if (!first) return pending[static_cast<std::size_t>(k)].index;
       return windowed.empty() ? k : windowed[static_cast<std::size_t>(k)];
@@ -780,164 +955,124 @@ StatusOr<CompactExactStats> CompactExactAllReduce(std::span<const CompactGradien
       return first ? block_lsb[static_cast<std::size_t>(i / kCompactBlock)]
                    : std::max(0, pending[static_cast<std::size_t>(k)].lsb - step);
     };
-    std::vector<std::span<Int448>> spans(local);
-    std::vector<std::span<std::int64_t>> word_spans(local);
-    tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local), [&](std::int64_t r64) {
-      const auto r = static_cast<std::size_t>(r64);
-      spans[r] = Grown(buffers[r], groups);  // every group is written below (or left out)
-      tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
-        const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
-        Int448* packed = spans[r].data() + chunk_begin / Int448::kFields;
-        if (own_chunk(chunk_begin)) return;  // extracted as it is decided
-        if (first && windowed.empty()) {     // the common case: packed a block at a time
-          FirstWindowGroups(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end, packed);
-          return;
-        }
-        // The chunk's fields, then packed (kGrain is a multiple of eight; the last
-        // group's missing fields are zero).
-        std::array<std::int64_t, kGrain> fields;
-        const std::int64_t chunk_groups = (chunk_end - chunk_begin + Int448::kFields - 1) / Int448::kFields;
-        std::fill(fields.begin() + (chunk_end - chunk_begin), fields.begin() + chunk_groups * Int448::kFields, 0);
-        for (std::int64_t k = chunk_begin; k < chunk_end; ++k) {
-          const std::int64_t i = value_index(k);
-          const int lsb = window_lsb(k, i);
-          std::uint64_t bits = BitsAt(*inputs[r], i, lsb);
-          if (!first) {  // [lsb, top): non-negative
-            const int top = pending[static_cast<std::size_t>(k)].lsb;
-            bits &= (std::uint64_t{1} << (top - lsb)) - 1;
-          }
-          fields[static_cast<std::size_t>(k - chunk_begin)] =
-              static_cast<std::int64_t>(bits << count_bits) + HasBitsBelow(*inputs[r], i, lsb);
-        }
-        // Biased: the reader takes off the replicas' H (SumBias).
-        PackBiasedFields(fields.data(), static_cast<std::size_t>(chunk_groups), packed);
-      });
-      if (whole_size > 0) {
-        word_spans[r] = Grown(whole_words[r], whole_size);
-        for (std::size_t w = 0; w < whole.size(); ++w)
-          WholeWords(*inputs[r], whole[w], whole_words[r].data() + w * kExactWords);
-      }
-    });
-    lap(stats.seconds.extraction);
+    // Between workers, round 2's sums are reduce-scattered, each worker deciding its
+    // slice, and the floats all-gathered (ScatteredWindowRound); the undecided values
+    // then go to every worker.
+    const ExactSumCollectives::Scattered& scattered = collectives.scattered;
+    const bool scatter = first && windowed.empty() && scattered.workers > 1 &&
+                         workspace->undecided_fraction <= CompactExactWorkspace::kMaxScatteredUndecided;
+    std::vector<std::int64_t> left;  // the undecided values, as (k, its field sum) pairs
     if (scatter) {
-      DTLAB_RETURN_IF_ERROR(
-          scattered.reduce_scatter(spans, slices, own_left_out ? OwnSlice::kLeftOut : OwnSlice::kSummed));
-    } else if (groups > 0) {
-      DTLAB_RETURN_IF_ERROR(collectives.sum_groups(spans));
-      DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<Int448>(spans, "window sums"));
-    }
-    std::span<float> out = outputs[0];
-    if (whole_size > 0) {
-      DTLAB_RETURN_IF_ERROR(collectives.sum_words(word_spans));
-      DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(word_spans, "whole values' sums"));
-      for (std::size_t w = 0; w < whole.size(); ++w)
-        out[static_cast<std::size_t>(whole[w])] = ExactToFloat(whole_words[0].data() + w * kExactWords);
-    }
-    lap(stats.seconds.sum);
-
-    // Decide from the sums, once: every replica read the same ones (scattered: this
-    // worker's slice, which begins at a chunk).
-    const HugePageVector<Int448>& sums = buffers[0];
-    // Where this replica's own fields are left out of the sums, they are the other
-    // n - 1 replicas' (each field sum of fewer replicas fits its 56 bits too), and
-    // the own fields are added to the unpacked sums: the same integers.
-    const Int448 sum_bias = own_left_out ? SumBias(replicas - 1) : bias;
-    auto AddOwnFields = [&](std::int64_t block, std::size_t size, std::int64_t* fields) {
-      const BlockFields own(*inputs[0], block, block_lsb[static_cast<std::size_t>(block)], count_bits);
-#if defined(__AVX2__)
-      if (own.high_only() && size == kCompactBlock) {
-        for (std::int64_t k = 0; k < kCompactBlock; k += 4) {
-          auto* at = reinterpret_cast<__m256i*>(fields + k);
-          _mm256_store_si256(at, _mm256_add_epi64(_mm256_load_si256(at), own.Fields(k)));
-        }
-        return;
-      }
-#endif
-      for (std::size_t k = 0; k < size; ++k) fields[k] += own.Field(static_cast<std::int64_t>(k));
-    };
-    // The field sums of the `size` values from value j (a block's), with this
-    // replica's own fields where they were left out.
-    auto BlockSums = [&](std::size_t j, std::size_t size, std::int64_t* block_sums) {
-#if defined(__AVX512F__)
-      if (size == kCompactBlock) {  // eight at a time, in registers
-        const auto block = static_cast<std::int64_t>(j) / kCompactBlock;
-        const std::optional<BlockFields> own =
-            own_left_out ? std::optional<BlockFields>(std::in_place, *inputs[0], block,
-                                                      block_lsb[static_cast<std::size_t>(block)], count_bits)
-                         : std::nullopt;
-        if (!own || own->high_only()) {
-          const __m512i bias_limbs = LimbsVector(sum_bias);
-          for (std::size_t g = 0; g < kCompactBlock / Int448::kFields; ++g) {
-            __m512i f = UnpackFieldsVector(sums[j / Int448::kFields + g], bias_limbs);
-            if (own) f = _mm512_add_epi64(f, own->Fields8(static_cast<std::int64_t>(g) * Int448::kFields));
-            _mm512_store_si512(block_sums + g * Int448::kFields, f);
-          }
-          return;
-        }
-      }
-#endif
-      for (std::size_t g = 0; g * Int448::kFields < size; ++g)
-        UnpackFields(sums[j / Int448::kFields + g], block_sums + g * Int448::kFields, sum_bias);
-      if (own_left_out) AddOwnFields(static_cast<std::int64_t>(j) / kCompactBlock, size, block_sums);
-    };
-    const std::span<char> undecided = Grown(workspace->undecided, sent);  // every flag read below is written first
-    const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
-    static_assert(kCompactScatterGrain % kGrain == 0);
-    tbb::parallel_for(
-        decided.begin / kGrain, (decided.begin + decided.count + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
+      DTLAB_ASSIGN_OR_RETURN(left, ScatteredWindowRound(inputs, outputs, block_lsb.data(), count_bits, scattered,
+                                                        *workspace, stats, clock));
+      DTLAB_ASSIGN_OR_RETURN(left, GatherFromWorkers(left, scattered, local, stats));
+      SortPairs(left);  // in worker order, each worker's ascending: the pieces interleave them
+      lap(stats.seconds.gather);
+    } else {
+      stats.words += replicas > 1 ? groups * Int448::kLimbs + whole_size : 0;
+      std::vector<std::span<Int448>> spans(local);
+      std::vector<std::span<std::int64_t>> word_spans(local);
+      tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(local), [&](std::int64_t r64) {
+        const auto r = static_cast<std::size_t>(r64);
+        spans[r] = Grown(buffers[r], groups);  // every group is written below
+        tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
           const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
-          if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
-            // A block at a time (chunks start at a block): its sums unpacked, then
-            // decided with one window lsb.
-            for (std::int64_t first_value = chunk_begin; first_value < chunk_end; first_value += kCompactBlock) {
-              const auto size = static_cast<std::size_t>(std::min(kCompactBlock, chunk_end - first_value));
-              const auto j = static_cast<std::size_t>(first_value);
-              alignas(64) std::array<std::int64_t, kCompactBlock> block_sums;
-              BlockSums(j, size, block_sums.data());
-              compact_internal::DecideWindowSums(std::span<const std::int64_t>(block_sums.data(), size), count_bits,
-                                                 block_lsb[j / kCompactBlock], out.subspan(j, size),
-                                                 std::span<char>(undecided).subspan(j, size));
-            }
+          Int448* packed = spans[r].data() + chunk_begin / Int448::kFields;
+          if (first && windowed.empty()) {  // the common case: packed a block at a time
+            FirstWindowGroups(*inputs[r], block_lsb.data(), count_bits, chunk_begin, chunk_end, packed);
             return;
           }
-          std::array<std::int64_t, kGrain> fields;  // the chunk's field sums
-          for (std::int64_t g = 0; g * Int448::kFields < chunk_end - chunk_begin; ++g)
-            UnpackFields(sums[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)],
-                         fields.data() + g * Int448::kFields, bias);
-          auto sum = [&](std::int64_t k) { return fields[static_cast<std::size_t>(k - chunk_begin)]; };
-          for (std::int64_t k = chunk * kGrain; k < chunk_end; ++k) {
-            const auto j = static_cast<std::size_t>(k);
+          // The chunk's fields, then packed (kGrain is a multiple of eight; the last
+          // group's missing fields are zero).
+          std::array<std::int64_t, kGrain> fields;
+          const std::int64_t chunk_groups = (chunk_end - chunk_begin + Int448::kFields - 1) / Int448::kFields;
+          std::fill(fields.begin() + (chunk_end - chunk_begin), fields.begin() + chunk_groups * Int448::kFields, 0);
+          for (std::int64_t k = chunk_begin; k < chunk_end; ++k) {
             const std::int64_t i = value_index(k);
-            float value;
-            undecided[j] = !Decide(sum(k) >> count_bits, sum(k) & count_mask, window_lsb(k, i),
-                                   first ? nullptr : &pending[j].known, value);
-            if (!undecided[j]) out[static_cast<std::size_t>(i)] = value;
+            const int lsb = window_lsb(k, i);
+            std::uint64_t bits = BitsAt(*inputs[r], i, lsb);
+            if (!first) {  // [lsb, top): non-negative
+              const int top = pending[static_cast<std::size_t>(k)].lsb;
+              bits &= (std::uint64_t{1} << (top - lsb)) - 1;
+            }
+            fields[static_cast<std::size_t>(k - chunk_begin)] =
+                static_cast<std::int64_t>(bits << count_bits) + HasBitsBelow(*inputs[r], i, lsb);
           }
+          // Biased: the reader takes off the replicas' H (SumBias).
+          PackBiasedFields(fields.data(), static_cast<std::size_t>(chunk_groups), packed);
         });
-    // The undecided values, as (k, its field sum) pairs: few, so found by memchr (a
-    // byte at a time was 7% of a 2-replica call, on one thread).
-    std::vector<std::int64_t> left;
-    const char* flags = undecided.data() + decided.begin;
-    for (const char* at = flags; (at = static_cast<const char*>(std::memchr(at, 1, decided.count - (at - flags))));
-         ++at) {
-      const std::int64_t k = decided.begin + (at - flags);
-      std::array<std::int64_t, Int448::kFields> group;
-      UnpackFields(sums[static_cast<std::size_t>(k / Int448::kFields)], group.data(), sum_bias);
-      std::int64_t& sum = group[static_cast<std::size_t>(k % Int448::kFields)];
-      if (own_left_out)  // this replica's field, again (undecided values are rare)
-        sum += BlockFields(*inputs[0], k / kCompactBlock, block_lsb[static_cast<std::size_t>(k / kCompactBlock)],
-                           count_bits)
-                   .Field(k % kCompactBlock);
-      left.push_back(k);
-      left.push_back(sum);
-    }
-    lap(stats.seconds.decision);
-    if (scatter) {
-      // Every worker's decided floats to every replica, and every worker's undecided
-      // values with their sums (a count per worker, then the pairs, in worker order).
-      DTLAB_RETURN_IF_ERROR(scattered.all_gather(outputs, value_slices));
-      DTLAB_ASSIGN_OR_RETURN(left, GatherFromWorkers(left, scattered, local, stats));
-      lap(stats.seconds.gather);
+        if (whole_size > 0) {
+          word_spans[r] = Grown(whole_words[r], whole_size);
+          for (std::size_t w = 0; w < whole.size(); ++w)
+            WholeWords(*inputs[r], whole[w], whole_words[r].data() + w * kExactWords);
+        }
+      });
+      lap(stats.seconds.extraction);
+      if (groups > 0) {
+        DTLAB_RETURN_IF_ERROR(collectives.sum_groups(spans));
+        DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<Int448>(spans, "window sums"));
+      }
+      std::span<float> out = outputs[0];
+      if (whole_size > 0) {
+        DTLAB_RETURN_IF_ERROR(collectives.sum_words(word_spans));
+        DTLAB_RETURN_IF_ERROR(SameOnEveryReplica<std::int64_t>(word_spans, "whole values' sums"));
+        for (std::size_t w = 0; w < whole.size(); ++w)
+          out[static_cast<std::size_t>(whole[w])] = ExactToFloat(whole_words[0].data() + w * kExactWords);
+      }
+      lap(stats.seconds.sum);
+
+      // Decide from the sums, once: every replica read the same ones.
+      const HugePageVector<Int448>& sums = buffers[0];
+      const std::span<char> undecided = Grown(workspace->undecided, sent);  // every flag read below is written first
+      const std::int64_t count_mask = (std::int64_t{1} << count_bits) - 1;
+      tbb::parallel_for(std::int64_t{0}, (sent + kGrain - 1) / kGrain, [&](std::int64_t chunk) {
+        const std::int64_t chunk_begin = chunk * kGrain, chunk_end = std::min(sent, (chunk + 1) * kGrain);
+        if (first && windowed.empty()) {  // the common case, in a loop over plain arrays
+          // A block at a time (chunks start at a block): its sums unpacked (eight at a
+          // time, in registers, where the build has AVX-512), then decided with one
+          // window lsb.
+          for (std::int64_t first_value = chunk_begin; first_value < chunk_end; first_value += kCompactBlock) {
+            const auto size = static_cast<std::size_t>(std::min(kCompactBlock, chunk_end - first_value));
+            const auto j = static_cast<std::size_t>(first_value);
+            alignas(64) std::array<std::int64_t, kCompactBlock> block_sums;
+            std::size_t g = 0;
+#if defined(__AVX512F__)
+            const __m512i bias_limbs = LimbsVector(bias);
+            for (; size == kCompactBlock && g < kCompactBlock / Int448::kFields; ++g)
+              _mm512_store_si512(block_sums.data() + g * Int448::kFields,
+                                 UnpackFieldsVector(sums[j / Int448::kFields + g], bias_limbs));
+#endif
+            for (; g * Int448::kFields < size; ++g)
+              UnpackFields(sums[j / Int448::kFields + g], block_sums.data() + g * Int448::kFields, bias);
+            compact_internal::DecideWindowSums(std::span<const std::int64_t>(block_sums.data(), size), count_bits,
+                                               block_lsb[j / kCompactBlock], out.subspan(j, size),
+                                               undecided.subspan(j, size));
+          }
+          return;
+        }
+        std::array<std::int64_t, kGrain> fields;  // the chunk's field sums
+        for (std::int64_t g = 0; g * Int448::kFields < chunk_end - chunk_begin; ++g)
+          UnpackFields(sums[static_cast<std::size_t>(chunk_begin / Int448::kFields + g)],
+                       fields.data() + g * Int448::kFields, bias);
+        auto sum = [&](std::int64_t k) { return fields[static_cast<std::size_t>(k - chunk_begin)]; };
+        for (std::int64_t k = chunk_begin; k < chunk_end; ++k) {
+          const auto j = static_cast<std::size_t>(k);
+          const std::int64_t i = value_index(k);
+          float value;
+          undecided[j] = !Decide(sum(k) >> count_bits, sum(k) & count_mask, window_lsb(k, i),
+                                 first ? nullptr : &pending[j].known, value);
+          if (!undecided[j]) out[static_cast<std::size_t>(i)] = value;
+        }
+      });
+      AppendUndecided(
+          undecided.data(), sent, 0,
+          [&](std::int64_t k) {
+            std::array<std::int64_t, Int448::kFields> group;
+            UnpackFields(sums[static_cast<std::size_t>(k / Int448::kFields)], group.data(), bias);
+            return group[static_cast<std::size_t>(k % Int448::kFields)];
+          },
+          left);
+      lap(stats.seconds.decision);
     }
     if (first && sent > 0)
       workspace->undecided_fraction = static_cast<double>(left.size() / 2) / static_cast<double>(sent);

@@ -51,11 +51,14 @@ std::string_view ExactAllReduceName(ExactAllReduce kind);
 inline constexpr std::int64_t kCompactBlock = 32;
 /// The values of a worker's slice come in multiples of this (ExactSumCollectives::Scattered).
 inline constexpr std::int64_t kCompactScatterGrain = 4096;
+/// Between workers, round 2 runs in pieces of this many values (the last may be
+/// shorter), each reduce-scattered, decided and all-gathered before the next is
+/// extracted: what one stage writes, the next reads from the cache, not from memory.
+inline constexpr std::int64_t kCompactScatterPiece = std::int64_t{1} << 18;
 /// Round 2's slices of `values` windowed values across `workers` workers, one per
-/// worker in order, as Int448 groups: near-equal runs of kCompactScatterGrain values.
-/// `value_slices`, if not null, gets the same slices as values (the floats' all-gather).
-std::vector<ElementRange> CompactScatterSlices(std::int64_t values, std::int32_t workers,
-                                               std::vector<ElementRange>* value_slices = nullptr);
+/// worker in order: near-equal runs of kCompactScatterGrain values (an empty slice
+/// past the last value starts at the value count).
+std::vector<ElementRange> CompactScatterSlices(std::int64_t values, std::int32_t workers);
 
 /// The SUM collectives the compact all-reduce runs on: in place over this process's
 /// replicas' buffers (one span per local replica, all the same size), every buffer
@@ -66,25 +69,33 @@ struct ExactSumCollectives {
   std::function<Status(std::span<const std::span<std::int64_t>>)> sum_words;
   std::function<Status(std::span<const std::span<Int448>>)> sum_groups;
   /// Optional, where the replicas span processes (workers > 1): round 2's window sums
-  /// as a reduce-scatter of the groups across the workers, each worker deciding only
+  /// as a reduce-scatter of the fields across the workers, each worker deciding only
   /// the values of its slice, then an all-gather of the decided floats. Every worker
   /// otherwise reads every sum and decides every value: this spares W - 1 of those W
-  /// decisions and sends floats, not groups, in the all-reduce's second half.
-  /// Worker w's slice is a multiple of kCompactScatterGrain values (the last ends at
-  /// the value count). The results are the same bits either way.
+  /// decisions and sends floats, not fields, in the all-reduce's second half. The
+  /// fields travel one to an int64 word, not packed eight to an Int448: 8 bytes a
+  /// value instead of 7, with no packing and unpacking around the collective (which
+  /// took more time than the byte). Each piece of kCompactScatterPiece values is
+  /// scattered on its own; worker w's slice of a piece is a multiple of
+  /// kCompactScatterGrain values (the last ends at the piece's end). The results are
+  /// the same bits either way.
   struct Scattered {
     std::int32_t workers = 1;  // the scattered path runs where workers > 1
     std::int32_t worker = 0;   // this process's worker (it holds one)
-    /// Sums the groups of every replica of every worker: afterwards buffers[0] (this
-    /// worker's first replica) holds the sum of slice `worker`'s groups. `slices` (one
-    /// per worker, in order) partition the buffers' groups. With OwnSlice::kLeftOut
-    /// (where every worker holds one replica), slice `worker` of buffers[0] is not an
-    /// addend: it ends with the other workers' sum (ScheduleReduceScatterSlices).
-    std::function<Status(std::span<const std::span<Int448>>, std::span<const ElementRange>, OwnSlice)> reduce_scatter;
+    /// Sums the fields of every replica of every worker: afterwards buffers[0] (this
+    /// worker's first replica) holds the sum of slice `worker`'s fields. `slices` (one
+    /// per worker, in order) partition the buffers. With OwnSlice::kLeftOut (where
+    /// every worker holds one replica), slice `worker` of buffers[0] is not an addend:
+    /// it ends with the other workers' sum (ScheduleReduceScatterSlices).
+    std::function<Status(std::span<const std::span<std::int64_t>>, std::span<const ElementRange>, OwnSlice)>
+        reduce_scatter;
     /// Slice w of worker w's buffers[0] to every worker's buffers[0]: the decided
     /// floats, then the undecided values' indices and sums.
     std::function<Status(std::span<const std::span<float>>, std::span<const ElementRange>)> all_gather;
     std::function<Status(std::span<const std::span<std::int64_t>>, std::span<const ElementRange>)> all_gather_words;
+    /// Round 2's values per piece: a multiple of kCompactScatterGrain (tests take
+    /// small ones); every worker must name the same.
+    std::int64_t piece = kCompactScatterPiece;
   } scattered;
 };
 
@@ -128,7 +139,7 @@ struct CompactExactStats {
   std::int64_t values = 0;
   std::int64_t scale_floats = 0;     // round 1
   std::int64_t words = 0;            // int64 words (7 per Int448) all-reduced over every later round
-  std::int64_t scattered_words = 0;  // round 2's words, where reduce-scattered (Scattered)
+  std::int64_t scattered_words = 0;  // round 2's int64 fields, where reduce-scattered (Scattered)
   std::int64_t gathered_floats = 0;  // round 2's floats, all-gathered (Scattered)
   std::int64_t gathered_words = 0;   // round 2's undecided counts, indices and sums, all-gathered
   std::int64_t full_values = 0;      // values sent as whole accumulators
@@ -167,13 +178,13 @@ struct CompactGradient {
   static constexpr std::int16_t kWholeBlock = -1;
   static_assert(kCompactBlock == 32, "a block's deep values are a 32-bit mask");
   std::int64_t values = 0;
-  std::vector<std::int16_t> bound;         // per block
-  std::vector<std::uint32_t> deep;         // per block: bit k set where value k of the block is deep
-  std::vector<std::uint32_t> low_set;      // per block: bit k set where value k's window_low is not 0
-  std::vector<std::uint64_t> window_low;   // per value: bits [base, base + 64); 0 where deep
-  std::vector<std::uint64_t> window_high;  // per value: bits [base + 64, base + 128); 0 where deep
-  std::vector<std::int64_t> deep_index;    // ascending
-  std::vector<std::int64_t> deep_words;    // kExactWords per deep value
+  std::vector<std::int16_t> bound;            // per block
+  std::vector<std::uint32_t> deep;            // per block: bit k set where value k of the block is deep
+  std::vector<std::uint32_t> low_set;         // per block: bit k set where value k's window_low is not 0
+  HugePageVector<std::uint64_t> window_low;   // per value: bits [base, base + 64); 0 where deep
+  HugePageVector<std::uint64_t> window_high;  // per value: bits [base + 64, base + 128); 0 where deep
+  std::vector<std::int64_t> deep_index;       // ascending
+  std::vector<std::int64_t> deep_words;       // kExactWords per deep value
 
   /// The lsb of a block's windows: the block's bound less 126, or 0.
   static int Base(int block_bound) { return block_bound > 126 ? block_bound - 126 : 0; }
@@ -197,11 +208,12 @@ struct CompactGradient {
 /// that was half the time of a call (and a tenth between processes, for the flags).
 struct CompactExactWorkspace {
   std::vector<std::vector<float>> scales;
-  std::vector<HugePageVector<Int448>> groups;    // the window rounds' packed fields (read by MPI's single copy)
-  std::vector<std::vector<std::int64_t>> words;  // round 2's whole values
-  std::vector<CompactGradient> encoded;          // the replicas' words, encoded (the overload that takes words)
-  std::vector<int> block_lsb;                    // round 2's window lsb per block
-  std::vector<char> undecided;                   // per value of a round: 1 where undecided
+  std::vector<HugePageVector<Int448>> groups;        // the window rounds' packed fields (read by MPI's single copy)
+  std::vector<HugePageVector<std::int64_t>> fields;  // scattered, a piece of round 2's fields
+  std::vector<std::vector<std::int64_t>> words;      // round 2's whole values
+  std::vector<CompactGradient> encoded;              // the replicas' words, encoded (the overload that takes words)
+  std::vector<int> block_lsb;                        // round 2's window lsb per block
+  std::vector<char> undecided;                       // per value of a round: 1 where undecided
   /// The fraction of round 2's values the last call left undecided (every worker
   /// reads the same). Scattered, an undecided value's index and sum cost 16 bytes,
   /// and round 2 saves 1.5 bytes a value: past kMaxScatteredUndecided (gradients

@@ -622,11 +622,11 @@ Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::in
                         });
 }
 
-Status MpiWorkerGroup::ReduceScatterSlices(std::span<const std::span<Int448>> local, std::int32_t replicas,
+Status MpiWorkerGroup::ReduceScatterSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
                                            std::span<const ElementRange> slices, OwnSlice own,
                                            const CollectiveOptions& options) {
   const std::int64_t count = local.empty() ? 0 : static_cast<std::int64_t>(local[0].size());
-  return RunSchedule<Int448>(local, replicas, "reduce_scatter", options, [&](Transport<Int448>& transport) {
+  return RunSchedule<std::int64_t>(local, replicas, "reduce_scatter", options, [&](Transport<std::int64_t>& transport) {
     ScheduleReduceScatterSlices(transport, static_cast<std::int32_t>(local.size()), count, slices, own);
   });
 }

@@ -46,7 +46,7 @@ class MpiWorkerGroup final : public WorkerGroup {
                    const CollectiveOptions& options) override;
   Status AllReduce(std::span<const std::span<std::int64_t>> local, std::int32_t replicas, ReduceOp op,
                    const CollectiveOptions& options) override;
-  Status ReduceScatterSlices(std::span<const std::span<Int448>> local, std::int32_t replicas,
+  Status ReduceScatterSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
                              std::span<const ElementRange> slices, OwnSlice own,
                              const CollectiveOptions& options) override;
   Status AllGatherSlices(std::span<const std::span<float>> local, std::int32_t replicas,

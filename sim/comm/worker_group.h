@@ -53,7 +53,7 @@ class WorkerGroup {
   /// ScheduleAllGatherSlices (sim/comm/collectives.h) over the `replicas` replicas of
   /// all workers, `slices` one per worker; in options.log as "reduce_scatter" and
   /// "all_gather". `own`: OwnSlice::kLeftOut only where each worker holds one replica.
-  virtual Status ReduceScatterSlices(std::span<const std::span<Int448>> local, std::int32_t replicas,
+  virtual Status ReduceScatterSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
                                      std::span<const ElementRange> slices, OwnSlice own,
                                      const CollectiveOptions& options) = 0;
   virtual Status AllGatherSlices(std::span<const std::span<float>> local, std::int32_t replicas,

@@ -878,7 +878,8 @@ Status Cluster::ReduceCompactly(std::int64_t step) {
     // Between processes, each decides only its slice of round 2 (ExactSumCollectives::Scattered).
     collectives.scattered = ScatteredOf(
         group_->size(), group_->rank(),
-        [&](std::span<const std::span<Int448>> buffers, std::span<const ElementRange> slices, OwnSlice own) -> Status {
+        [&](std::span<const std::span<std::int64_t>> buffers, std::span<const ElementRange> slices,
+            OwnSlice own) -> Status {
           DTLAB_RETURN_IF_ERROR(group_->ReduceScatterSlices(buffers, config_.replicas, slices, own, options));
           return CollectiveStatus("reduce_scatter", step);
         },

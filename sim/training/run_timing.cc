@@ -46,6 +46,7 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
   const std::int64_t words = exact ? parameter_values * kExactWords : parameter_values;
   const std::int64_t word_bytes = exact ? 8 : 4;
   std::vector<CollectiveRecord> records;
+  std::vector<std::int64_t> repeats;  // per record, where not 1: how many of the step's collectives it prices
   auto all_reduce = [&](std::int64_t count, std::int64_t element_bytes) {
     const AllReduceSpec spec{count, false, cluster.replicas_per_worker()};
     records.push_back(RecordSchedule("all_reduce/" + std::string(AllReduceAlgorithmName(cluster.all_reduce)), n, count,
@@ -54,23 +55,29 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
   };
   if (exact && !central && cluster.exact_all_reduce == ExactAllReduce::kCompact) {
     // The compact rounds' first two all-reduces (sim/comm/compact_exact.h): a float
-    // per block, then a 56-byte Int448 per eight values. The refinement rounds, and
+    // per block, then (in one process) a 56-byte Int448 per eight values. The refinement rounds, and
     // whole words for non-finite blocks, depend on the values: they are priced when a
     // step sends them.
     all_reduce((parameter_values + kCompactBlock - 1) / kCompactBlock, 4);
     const std::int64_t groups = (parameter_values + Int448::kFields - 1) / Int448::kFields;
     const std::int32_t processes = config.worker_group != nullptr ? config.worker_group->size() : 1;
     if (processes > 1) {
-      // Between processes, round 2 is reduce-scattered and its floats all-gathered
-      // (ExactSumCollectives::Scattered).
-      std::vector<ElementRange> value_slices;
-      const std::vector<ElementRange> slices = CompactScatterSlices(parameter_values, processes, &value_slices);
+      // Between processes, round 2 is reduce-scattered, an int64 field per value, and
+      // its floats all-gathered (ExactSumCollectives::Scattered), piece by piece: the
+      // full pieces' pair priced once and counted for each, then the last piece's.
       const std::int32_t per = n / processes;
-      records.push_back(RecordSchedule("reduce_scatter", n, groups, sizeof(Int448), [&](ScheduleTransport& t) {
-        ScheduleReduceScatterSlices(t, per, groups, slices);
-      }));
-      records.push_back(RecordSchedule("all_gather", n, parameter_values, 4,
-                                       [&](ScheduleTransport& t) { ScheduleAllGatherSlices(t, per, value_slices); }));
+      repeats.resize(records.size(), 1);
+      const std::int64_t full = parameter_values / kCompactScatterPiece, last = parameter_values % kCompactScatterPiece;
+      for (const auto& [size, pieces] : {std::pair{kCompactScatterPiece, full}, std::pair{last, std::int64_t{1}}}) {
+        if (size == 0 || pieces == 0) continue;
+        const std::vector<ElementRange> slices = CompactScatterSlices(size, processes);
+        records.push_back(RecordSchedule("reduce_scatter", n, size, sizeof(std::int64_t), [&](ScheduleTransport& t) {
+          ScheduleReduceScatterSlices(t, per, size, slices);
+        }));
+        records.push_back(RecordSchedule("all_gather", n, size, 4,
+                                         [&](ScheduleTransport& t) { ScheduleAllGatherSlices(t, per, slices); }));
+        repeats.resize(records.size(), pieces);  // each full piece's the same: priced once
+      }
     } else {
       all_reduce(groups, sizeof(Int448));
     }
@@ -82,10 +89,12 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
   } else {
     all_reduce(words, word_bytes);
   }
-  for (const CollectiveRecord& record : records) {
-    DTLAB_ASSIGN_OR_RETURN(CollectiveCost cost, EstimateCollective(record, topology));
+  repeats.resize(records.size(), 1);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    DTLAB_ASSIGN_OR_RETURN(CollectiveCost cost, EstimateCollective(records[i], topology));
+    cost.seconds *= static_cast<double>(repeats[i]);
     priced.costs.push_back(std::move(cost));
-    for (const Message& m : record.messages) priced.bytes += m.bytes;
+    for (const Message& m : records[i].messages) priced.bytes += m.bytes * repeats[i];
   }
   return priced;
 }

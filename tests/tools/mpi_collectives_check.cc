@@ -5,7 +5,7 @@
 // groups (sim/comm/int448.h, carries across limbs), R = 1..3 replicas per rank, and
 // element counts from 0 to past a segment (4 MiB). Every rank builds all W x R inputs
 // (seeded), reduces them in process for the expected result, and reduces its own R
-// over MPI. Also the compact all-reduce's reduce-scatter of Int448 slices
+// over MPI. Also the compact all-reduce's reduce-scatter of int64 slices
 // (MpiWorkerGroup::ReduceScatterSlices), each rank's own slice summed or, with one
 // replica per rank, left out (OwnSlice::kLeftOut: on 2 ranks, received as it is).
 // And MpiWorkerGroup::AllGatherSlices, float and int64 (each slice sent from where
@@ -103,13 +103,13 @@ bool Check(dtlab::MpiWorkerGroup& group, dtlab::AllReduceAlgorithm algorithm, in
 // schedule over the same buffers.
 bool CheckSlices(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count, dtlab::OwnSlice own, unsigned seed) {
   const int replicas = group.size() * per_rank;
-  auto expected = Inputs<dtlab::Int448>(replicas, count, seed);
-  auto mine = Inputs<dtlab::Int448>(replicas, count, seed);
+  auto expected = Inputs<std::int64_t>(replicas, count, seed);
+  auto mine = Inputs<std::int64_t>(replicas, count, seed);
   const std::vector<dtlab::ElementRange> slices = EqualSlices(count, group.size());
   dtlab::CollectiveOptions options;
   options.replicas_per_worker = per_rank;
-  std::vector<std::span<dtlab::Int448>> all(expected.begin(), expected.end());
-  dtlab::RunSchedule<dtlab::Int448>(all, "reduce_scatter", options, [&](dtlab::Transport<dtlab::Int448>& t) {
+  std::vector<std::span<std::int64_t>> all(expected.begin(), expected.end());
+  dtlab::RunSchedule<std::int64_t>(all, "reduce_scatter", options, [&](dtlab::Transport<std::int64_t>& t) {
     dtlab::ScheduleReduceScatterSlices(t, per_rank, count, slices, own);
   });
   if (!Succeeded(group.ReduceScatterSlices(LocalSpans(mine, group.rank(), per_rank), replicas, slices, own, options),
@@ -118,7 +118,7 @@ bool CheckSlices(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count,
   const dtlab::ElementRange slice = slices[static_cast<std::size_t>(group.rank())];
   const auto leader = static_cast<std::size_t>(group.rank() * per_rank);
   if (slice.count > 0 && std::memcmp(mine[leader].data() + slice.begin, expected[leader].data() + slice.begin,
-                                     sizeof(dtlab::Int448) * static_cast<std::size_t>(slice.count)) != 0) {
+                                     sizeof(std::int64_t) * static_cast<std::size_t>(slice.count)) != 0) {
     std::fprintf(stderr, "rank %d: reduce_scatter, %d per rank, %lld elements, own slice %s: differs from in-process\n",
                  group.rank(), per_rank, static_cast<long long>(count),
                  own == dtlab::OwnSlice::kSummed ? "summed" : "left out");
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
         cases += 4;
       }
   for (int per_rank = 1; per_rank <= 2; ++per_rank)
-    for (const std::int64_t count : {0, 1, 1000, (1 << 17) + 333}) {
+    for (const std::int64_t count : {0, 1, 1000, (1 << 20) + 333}) {
       ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kSummed, seed++);
       ++cases;
       if (per_rank == 1) ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kLeftOut, seed++), ++cases;

@@ -77,10 +77,11 @@ class EmulatedWorkers {
     });
     c.scattered = ScatteredOf(
         workers_, worker,
-        [=, this](std::span<const std::span<Int448>> buffers, std::span<const ElementRange> slices, OwnSlice own) {
+        [=, this](std::span<const std::span<std::int64_t>> buffers, std::span<const ElementRange> slices,
+                  OwnSlice own) {
           const auto count = static_cast<std::int64_t>(buffers[0].size());
-          return Collective<Int448>(worker, buffers, [&](std::span<const std::span<Int448>> all) {
-            RunSchedule<Int448>(all, "reduce_scatter", options, [&](Transport<Int448>& t) {
+          return Collective<std::int64_t>(worker, buffers, [&](std::span<const std::span<std::int64_t>> all) {
+            RunSchedule<std::int64_t>(all, "reduce_scatter", options, [&](Transport<std::int64_t>& t) {
               ScheduleReduceScatterSlices(t, per_worker, count, slices, own);
             });
           });
@@ -101,10 +102,11 @@ class EmulatedWorkers {
 };
 
 // The compact all-reduce of `words` (one vector per replica) on `workers` emulated
-// workers: every replica's floats; worker 0's stats.
+// workers, round 2 scattered in pieces of `piece` values (by default two grains, so
+// that a few thousand values take several): every replica's floats; worker 0's stats.
 std::vector<std::vector<float>> RunOnWorkers(const std::vector<std::vector<std::int64_t>>& words, std::int32_t workers,
-                                             const CollectiveOptions& options, CompactExactStats& stats,
-                                             int calls = 1) {
+                                             const CollectiveOptions& options, CompactExactStats& stats, int calls = 1,
+                                             std::int64_t piece = 2 * kCompactScatterGrain) {
   const auto n = static_cast<std::int32_t>(words.size());
   const std::int32_t per = n / workers;
   const std::size_t count = words[0].size() / kExactWords;
@@ -120,8 +122,9 @@ std::vector<std::vector<float>> RunOnWorkers(const std::vector<std::vector<std::
       CompactExactWorkspace workspace;  // kept from call to call, as a training step keeps it
       for (int call = 0; call < calls; ++call) {
         // (The inputs are normalized in place: the same values, call after call.)
-        StatusOr<CompactExactStats> result =
-            CompactExactAllReduce(in, out, n, emulated.For(w, per, options), &workspace);
+        ExactSumCollectives collectives = emulated.For(w, per, options);
+        collectives.scattered.piece = piece;
+        StatusOr<CompactExactStats> result = CompactExactAllReduce(in, out, n, collectives, &workspace);
         statuses[static_cast<std::size_t>(w)] = result.status();
         if (w == 0 && result.ok()) stats = *result;
       }
@@ -470,22 +473,19 @@ TEST(CompactExact, ScatteredAcrossWorkersGivesTheSameBits) {
         for (std::size_t i = 0; i < c.values; ++i)
           ASSERT_EQ(std::bit_cast<std::uint32_t>(out[r][i]), std::bit_cast<std::uint32_t>(outcome.full[i]))
               << c.replicas << " replicas on " << w << " workers: replica " << r << ", value " << i;
-      // Round 2's groups reduce-scattered and its floats all-gathered; the same
-      // rounds, the same refinements.
-      const auto groups = static_cast<std::int64_t>((c.values + 7) / 8);
-      if (w == 2 && c.values == 5001) {  // two grains, slices of 512 and 114 groups; values [4096, 5001)
-        std::vector<ElementRange> value_slices;
-        const std::vector<ElementRange> slices = CompactScatterSlices(5001, 4, &value_slices);
+      // Round 2's fields reduce-scattered, an int64 word each, and its floats
+      // all-gathered; the same rounds, the same refinements.
+      if (w == 2 && c.values == 5001) {  // two grains: values [4096, 5001)
+        const std::vector<ElementRange> slices = CompactScatterSlices(5001, 4);
         ASSERT_EQ(slices.size(), 4u);
-        EXPECT_EQ(slices[1].begin, 512);
-        EXPECT_EQ(slices[1].count, 114);
+        EXPECT_EQ(slices[0].begin, 0);
+        EXPECT_EQ(slices[0].count, 4096);
+        EXPECT_EQ(slices[1].begin, 4096);
+        EXPECT_EQ(slices[1].count, 905);
+        EXPECT_EQ(slices[3].begin, 5001);  // empty, at the end
         EXPECT_EQ(slices[3].count, 0);
-        EXPECT_EQ(value_slices[1].begin, 4096);
-        EXPECT_EQ(value_slices[1].count, 905);
-        EXPECT_EQ(value_slices[3].begin, 5001);  // empty, at the end
-        EXPECT_EQ(value_slices[3].count, 0);
       }
-      EXPECT_EQ(stats.scattered_words, groups * Int448::kLimbs);
+      EXPECT_EQ(stats.scattered_words, static_cast<std::int64_t>(c.values));
       EXPECT_EQ(stats.gathered_floats, static_cast<std::int64_t>(c.values));
       EXPECT_EQ(stats.sent, outcome.stats.sent);
       // Each undecided value's index and sum are all-gathered (16 bytes, half an
@@ -499,6 +499,15 @@ TEST(CompactExact, ScatteredAcrossWorkersGivesTheSameBits) {
       EXPECT_EQ(again, out);
       EXPECT_EQ(second.scattered_words, 0);
       EXPECT_EQ(second.BytesPerValue(), outcome.stats.BytesPerValue());
+      // In one piece (a training step's, for gradients of up to kCompactScatterPiece
+      // values), or in pieces of one grain (a piece's slices then all lie on worker 0):
+      // the same bits, the same rounds.
+      for (const std::int64_t piece : {kCompactScatterPiece, kCompactScatterGrain}) {
+        CompactExactStats whole;
+        EXPECT_EQ(RunOnWorkers(words, w, options, whole, 1, piece), out) << piece;
+        EXPECT_EQ(whole.sent, stats.sent) << piece;
+        EXPECT_EQ(whole.gathered_words, stats.gathered_words) << piece;
+      }
     }
   }
   // The cases that decide rounding (ties, cancellation, the range's edges), each
@@ -525,14 +534,43 @@ TEST(CompactExact, ScatteredAcrossWorkersGivesTheSameBits) {
   ExpectSameBits(outcome, "the rounding cases");
   EXPECT_GT(outcome.scattered_stats.scattered_words, 0);
   EXPECT_GT(outcome.scattered_stats.sent.size(), 1u);
-  // Few undecided values (one in 64): the wire carries 5.9 bytes a value, against
-  // 7.3 all-reduced (5.6 and 7.1 with none: 1.4x and 1.8x a float all-reduce's).
-  EXPECT_LT(outcome.scattered_stats.BytesPerValue(), outcome.stats.BytesPerValue() - 1.0);
+  // Few undecided values (one in 64): the wire carries 6.4 bytes a value, against
+  // 7.3 all-reduced (6.0 and 7.1 with none: 1.5x and 1.8x a float all-reduce's).
+  EXPECT_LT(outcome.scattered_stats.BytesPerValue(), outcome.stats.BytesPerValue() - 0.75);
   terms[1][12345] = {std::numeric_limits<double>::infinity()};
   outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
   ExpectSameBits(outcome, "with a non-finite term");
   EXPECT_EQ(outcome.scattered_stats.scattered_words, 0);
   EXPECT_EQ(outcome.scattered_stats.full_values, 32);
+}
+
+// A piece that is not a positive multiple of the grain is refused, on every worker
+// alike (each names the same), before round 2's collectives: an error, no hang.
+TEST(CompactExact, RefusesPiecesOffTheGrain) {
+  const std::vector<std::vector<std::int64_t>> words = WordsOf(Terms(2, std::vector<std::vector<double>>(5000, {1.5})));
+  for (const std::int64_t piece : {std::int64_t{0}, -kCompactScatterGrain, kCompactScatterGrain + 32}) {
+    std::vector<std::vector<std::int64_t>> inputs = words;
+    std::vector<std::vector<float>> outputs(2, std::vector<float>(5000));
+    EmulatedWorkers emulated(2);
+    std::vector<Status> statuses(2);
+    std::vector<std::thread> threads;
+    for (std::int32_t w = 0; w < 2; ++w)
+      threads.emplace_back([&, w] {
+        std::vector<std::span<std::int64_t>> in{inputs[static_cast<std::size_t>(w)]};
+        std::vector<std::span<float>> out{outputs[static_cast<std::size_t>(w)]};
+        CollectiveOptions options;
+        options.replicas_per_worker = 1;
+        ExactSumCollectives collectives = emulated.For(w, 1, options);
+        collectives.scattered.piece = piece;
+        statuses[static_cast<std::size_t>(w)] = CompactExactAllReduce(in, out, 2, collectives).status();
+      });
+    for (std::thread& t : threads) t.join();
+    for (const Status& status : statuses) {
+      EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << piece;
+      EXPECT_NE(status.message().find("multiple of 4096 values, not " + std::to_string(piece)), std::string::npos)
+          << status.message();
+    }
+  }
 }
 
 // CompactGradient::AddTo, as gradient accumulation uses it: adding an encoding to
