@@ -30,6 +30,8 @@
 // are HugePageVectors, as a replica's gradient buffer (Cluster's `flat`) is: the peer
 // and dtlab send from the same kind of pages. A sixth line, MPI_Allreduce_4KiB_pages,
 // times the peer on a plain std::vector (ordinary pages) in the same rounds.
+// With MPI_EXACT_PIECE=N, the scattered calls run round 2 in pieces of N values (a
+// multiple of 4096; the product's is kCompactScatterPiece, 2^18).
 // With MPI_EXACT_PROFILE=N, each rank runs N scattered calls alone (for `perf
 // record`), after one untimed call and the check, and writes its minor page faults per
 // call to stderr (0 where the workspace is kept from call to call).
@@ -124,6 +126,8 @@ int main(int argc, char** argv) {
       [&](auto buffers, std::span<const dtlab::ElementRange> slices) {
         return group.AllGatherSlices(buffers, ranks, slices, options);
       });
+  if (const char* piece = std::getenv("MPI_EXACT_PIECE"); piece != nullptr)
+    scattered_collectives.scattered.piece = std::atoll(piece);  // refused by the call unless a multiple of 4096
 
   for (const long mib : bench.sizes_mib) {
     const std::int64_t values = mib == 0 ? gradient_values : (std::int64_t{mib} << 20) / 4;
