@@ -518,6 +518,7 @@ StatusOr<std::vector<std::int64_t>> GatherFromWorkers(const std::vector<std::int
 
 // (index, sum) pairs, sorted by index (an odd last word stays last).
 void SortPairs(std::vector<std::int64_t>& pairs) {
+  if (pairs.size() < 4) return;  // (memcpy takes no null pointer, which an empty vector may hold)
   std::vector<std::array<std::int64_t, 2>> sorted(pairs.size() / 2);
   std::memcpy(sorted.data(), pairs.data(), sorted.size() * sizeof(sorted[0]));
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
