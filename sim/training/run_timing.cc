@@ -68,7 +68,9 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
       const std::int32_t per = n / processes;
       repeats.resize(records.size(), 1);
       const std::int64_t full = parameter_values / kCompactScatterPiece, last = parameter_values % kCompactScatterPiece;
-      for (const auto& [size, pieces] : {std::pair{kCompactScatterPiece, full}, std::pair{last, std::int64_t{1}}}) {
+      for (const std::pair<std::int64_t, std::int64_t>& kind :
+           {std::pair{kCompactScatterPiece, full}, std::pair{last, std::int64_t{1}}}) {
+        const std::int64_t size = kind.first, pieces = kind.second;  // (no structured binding: lambdas take it below)
         if (size == 0 || pieces == 0) continue;
         const std::vector<ElementRange> slices = CompactScatterSlices(size, processes);
         records.push_back(RecordSchedule("reduce_scatter", n, size, sizeof(std::int64_t), [&](ScheduleTransport& t) {
