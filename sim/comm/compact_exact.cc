@@ -527,28 +527,49 @@ void SortPairs(std::vector<std::int64_t>& pairs) {
 
 // Round 2's fields for values [begin, end) of g (begin at a block), where every block
 // is windowed, into out[0, end - begin), one to an int64 word (the scattered round's:
-// unpacked, they need no packing).
+// unpacked, they need no packing). Where `out` is aligned to a cache line, whole
+// blocks' fields are stored past the cache (non-temporal): another process reads
+// them next, by MPI's single copy, and an ordinary store to a line that process's
+// core read in the piece before waits for that core to give the line up (the
+// extraction of a 2-rank call took 3 to 7 ms instead of 1.3 in about half the runs,
+// docs/performance.md). Fenced before returning, so they are written before the
+// collective sends them.
 void FirstWindowFields(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
                        std::int64_t end, std::int64_t* out) {
   assert(begin % kCompactBlock == 0);
+  [[maybe_unused]] const bool stream = reinterpret_cast<std::uintptr_t>(out) % 64 == 0;
   for (std::int64_t first = begin; first < end; first += kCompactBlock) {
     const std::int64_t block = first / kCompactBlock, size = std::min(end - first, kCompactBlock);
     const BlockFields fields(g, block, block_lsb[block], count_bits);
     std::int64_t* at = out + (first - begin);
 #if defined(__AVX512F__)
     if (fields.high_only() && size == kCompactBlock) {
-      for (std::int64_t k = 0; k < kCompactBlock; k += 8) _mm512_storeu_si512(at + k, fields.Fields8(k));
+      for (std::int64_t k = 0; k < kCompactBlock; k += 8) {
+        auto* line = reinterpret_cast<__m512i*>(at + k);
+        if (stream)
+          _mm512_stream_si512(line, fields.Fields8(k));
+        else
+          _mm512_storeu_si512(line, fields.Fields8(k));
+      }
       continue;
     }
 #elif defined(__AVX2__)
     if (fields.high_only() && size == kCompactBlock) {
-      for (std::int64_t k = 0; k < kCompactBlock; k += 4)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + k), fields.Fields(k));
+      for (std::int64_t k = 0; k < kCompactBlock; k += 4) {
+        auto* half_line = reinterpret_cast<__m256i*>(at + k);
+        if (stream)
+          _mm256_stream_si256(half_line, fields.Fields(k));
+        else
+          _mm256_storeu_si256(half_line, fields.Fields(k));
+      }
       continue;
     }
 #endif
     for (std::int64_t k = 0; k < size; ++k) at[k] = fields.Field(k);
   }
+#if defined(__AVX2__)
+  _mm_sfence();
+#endif
 }
 
 // Decides the `size` values from value `first` (a block's) from the field sums
