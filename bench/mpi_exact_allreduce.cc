@@ -31,7 +31,9 @@
 // and dtlab send from the same kind of pages. A sixth line, MPI_Allreduce_4KiB_pages,
 // times the peer on a plain std::vector (ordinary pages) in the same rounds.
 // With MPI_EXACT_PIECE=N, the scattered calls run round 2 in pieces of N values (a
-// multiple of 4096; the product's is kCompactScatterPiece, 2^18).
+// multiple of 4096; the product's is kCompactScatterPiece, 2^18). On 2 ranks the
+// scattered calls send the encoded high words as they lie (Scattered::high_words,
+// as training does); with MPI_EXACT_EXTRACT=1 they extract the fields instead.
 // With MPI_EXACT_PROFILE=N, each rank runs N scattered calls alone (for `perf
 // record`), after one untimed call and the check, and writes its minor page faults per
 // call to stderr (0 where the workspace is kept from call to call).
@@ -126,6 +128,14 @@ int main(int argc, char** argv) {
       [&](auto buffers, std::span<const dtlab::ElementRange> slices) {
         return group.AllGatherSlices(buffers, ranks, slices, options);
       });
+  if (ranks == 2 && std::getenv("MPI_EXACT_EXTRACT") == nullptr)  // the product's way on two ranks
+    scattered_collectives.scattered.high_words = [&](std::span<const std::int64_t> input,
+                                                     std::span<std::int64_t> output,
+                                                     std::span<const dtlab::ElementRange> slices) {
+      const std::span<const std::int64_t> inputs[] = {input};
+      const std::span<std::int64_t> outputs[] = {output};
+      return group.ReduceScatterSlices(outputs, ranks, slices, dtlab::OwnSlice::kLeftOut, options, inputs);
+    };
   if (const char* piece = std::getenv("MPI_EXACT_PIECE"); piece != nullptr)
     scattered_collectives.scattered.piece = std::atoll(piece);  // refused by the call unless a multiple of 4096
 

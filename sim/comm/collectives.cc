@@ -203,6 +203,21 @@ template void RunSchedule<std::int64_t>(std::span<const std::span<std::int64_t>>
 template void RunSchedule<Int448>(std::span<const std::span<Int448>>, const char*, const CollectiveOptions&,
                                   const std::function<void(Transport<Int448>&)>&);
 
+template <typename T>
+void RunSchedule(std::span<const std::span<const T>> inputs, std::span<const std::span<T>> outputs, const char* name,
+                 const CollectiveOptions& options, const std::function<void(Transport<T>&)>& emit) {
+  assert(!outputs.empty() && inputs.size() == outputs.size());
+  CheckSameSizes(outputs, outputs[0].size());
+  CheckSameSizes(inputs, outputs[0].size());
+  BeginRecord<T>(options, name, outputs.size(), outputs[0].size());
+  if (outputs.size() > 1) OverTransport(OutOfPlace(inputs, outputs), options, emit);
+  if (options.log != nullptr) options.log->End();
+}
+
+template void RunSchedule<std::int64_t>(std::span<const std::span<const std::int64_t>>,
+                                        std::span<const std::span<std::int64_t>>, const char*, const CollectiveOptions&,
+                                        const std::function<void(Transport<std::int64_t>&)>&);
+
 namespace {
 
 // A transport that moves nothing: it records the messages a schedule would send,

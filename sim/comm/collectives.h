@@ -110,6 +110,10 @@ void ScheduleAllGatherSlices(ScheduleTransport& transport, std::int32_t replicas
 template <typename T>
 void RunSchedule(std::span<const std::span<T>> buffers, const char* name, const CollectiveOptions& options,
                  const std::function<void(Transport<T>&)>& emit);
+/// The same out of place: sources read as BufferRole::kInput come from `inputs`.
+template <typename T>
+void RunSchedule(std::span<const std::span<const T>> inputs, std::span<const std::span<T>> outputs, const char* name,
+                 const CollectiveOptions& options, const std::function<void(Transport<T>&)>& emit);
 
 /// The record of one collective of `replicas` buffers of `count` elements of
 /// `element_bytes` each, as the message log would hold it after a real call, from

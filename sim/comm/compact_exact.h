@@ -93,6 +93,13 @@ struct ExactSumCollectives {
     /// floats, then the undecided values' indices and sums.
     std::function<Status(std::span<const std::span<float>>, std::span<const ElementRange>)> all_gather;
     std::function<Status(std::span<const std::span<std::int64_t>>, std::span<const ElementRange>)> all_gather_words;
+    /// Optional, where two workers hold one replica each: reduce_scatter with
+    /// OwnSlice::kLeftOut, out of place. Slice v of this worker's `input` (its
+    /// encoded high words, as they lie) lands in slice v of worker v's `output`, v
+    /// not this worker; nothing else is written. With it, round 2 sends the high
+    /// words and the receiver builds the fields: no pass extracts them.
+    std::function<Status(std::span<const std::int64_t>, std::span<std::int64_t>, std::span<const ElementRange>)>
+        high_words;
     /// Round 2's values per piece: a multiple of kCompactScatterGrain (tests take
     /// small ones); every worker must name the same.
     std::int64_t piece = kCompactScatterPiece;
@@ -105,11 +112,14 @@ template <typename ReduceScatter, typename AllGather>
 ExactSumCollectives::Scattered ScatteredOf(std::int32_t workers, std::int32_t worker, ReduceScatter reduce_scatter,
                                            AllGather all_gather) {
   return {
-      workers, worker, std::move(reduce_scatter),
+      workers,
+      worker,
+      std::move(reduce_scatter),
       [all_gather](std::span<const std::span<float>> b, std::span<const ElementRange> s) { return all_gather(b, s); },
       [all_gather](std::span<const std::span<std::int64_t>> b, std::span<const ElementRange> s) {
         return all_gather(b, s);
-      }};
+      },
+      {}};
 }
 
 /// The three from one generic callable: sum(std::span<const std::span<T>>) -> Status.
@@ -209,7 +219,10 @@ struct CompactGradient {
 struct CompactExactWorkspace {
   std::vector<std::vector<float>> scales;
   std::vector<HugePageVector<Int448>> groups;        // the window rounds' packed fields (read by MPI's single copy)
-  std::vector<HugePageVector<std::int64_t>> fields;  // scattered, a piece of round 2's fields
+  std::vector<HugePageVector<std::int64_t>> fields;  // scattered, a piece of round 2's fields (or high words)
+  std::vector<std::int64_t> headers;                 // scattered high words: the blocks' headers
+  std::vector<std::int64_t> header_fields;           // the fields of the blocks sent as fields
+  std::vector<std::int64_t> header_fields_sum;       // the same, as reduce-scattered
   std::vector<std::vector<std::int64_t>> words;      // round 2's whole values
   std::vector<CompactGradient> encoded;              // the replicas' words, encoded (the overload that takes words)
   std::vector<int> block_lsb;                        // round 2's window lsb per block

@@ -171,14 +171,18 @@ class Requests {
 // The Transport (sim/comm/transport.h) of the replicas of all ranks: rank w holds
 // replicas [w*R, (w+1)*R) and their buffers. Run carries out one phase: addends
 // held by another rank than the combiner's come as messages (tag 2k), results
-// stored on another rank go as messages (tag 2k+1), where k counts phases.
+// stored on another rank go as messages (tag 2k+1), where k counts phases. In
+// place, or, where `inputs` is not empty, out of place: a source read as
+// BufferRole::kInput is read from inputs (one per local replica), never written.
 template <typename T>
 class MpiTransport final : public Transport<T> {
  public:
   MpiTransport(std::span<const std::span<T>> local, std::int32_t replicas, std::int32_t rank, std::int64_t* phases,
                double timeout_seconds, MessageLog* log, std::int64_t step, std::string collective,
-               std::vector<HugePageVector<T>>& staging, std::vector<HugePageVector<T>>& results)
+               std::vector<HugePageVector<T>>& staging, std::vector<HugePageVector<T>>& results,
+               std::span<const std::span<const T>> inputs = {})
       : local_(local),
+        inputs_(inputs),
         replicas_(replicas),
         per_rank_(static_cast<std::int32_t>(local.size())),
         rank_(rank),
@@ -195,12 +199,13 @@ class MpiTransport final : public Transport<T> {
     dropping_ = count == 0;
     if (!dropping_) transfers_.push_back({combiner, count, divide, {}, {}});
   }
-  void AddSource(std::int32_t replica, BufferRole, std::int64_t offset, std::int32_t phase) override {
-    // In place: a replica's input is its output.
-    if (!dropping_) transfers_.back().sources.push_back({replica, offset, phase});
+  void AddSource(std::int32_t replica, BufferRole role, std::int64_t offset, std::int32_t phase) override {
+    // In place, a replica's input is its output.
+    if (!dropping_)
+      transfers_.back().sources.push_back({replica, offset, phase, !inputs_.empty() && role == BufferRole::kInput});
   }
   void AddDestination(std::int32_t replica, std::int64_t offset, std::int32_t phase) override {
-    if (!dropping_) transfers_.back().destinations.push_back({replica, offset, phase});
+    if (!dropping_) transfers_.back().destinations.push_back({replica, offset, phase, false});
   }
   void Run() override {
     const std::int64_t phase_number = (*phases_)++;
@@ -214,6 +219,7 @@ class MpiTransport final : public Transport<T> {
     std::int32_t replica;
     std::int64_t offset;
     std::int32_t phase;
+    bool input;  // read from inputs_ (a source, out of place)
   };
   struct NotedMessage {
     Place place;
@@ -229,6 +235,11 @@ class MpiTransport final : public Transport<T> {
   int Owner(std::int32_t replica) const { return replica / per_rank_; }
   T* Data(std::int32_t replica, std::int64_t offset) const {
     return local_[static_cast<std::size_t>(replica % per_rank_)].data() + offset;
+  }
+  // A source's elements: only ever read (MPI_Isend takes them as they are).
+  T* Source(const Place& place) const {
+    if (!place.input) return Data(place.replica, place.offset);
+    return const_cast<T*>(inputs_[static_cast<std::size_t>(place.replica % per_rank_)].data() + place.offset);
   }
   std::string Message(const Place& place, std::int32_t sender, std::int32_t receiver, std::int64_t count) const {
     return collective_ + " at step " + std::to_string(step_) + ": the message replica " + std::to_string(sender) +
@@ -265,7 +276,7 @@ class MpiTransport final : public Transport<T> {
     if (transfer.sources.size() != 1 || transfer.divide || Owner(transfer.sources[0].replica) != rank_) return nullptr;
     for (const Place& d : transfer.destinations)
       if (Owner(d.replica) == rank_) return nullptr;
-    return Data(transfer.sources[0].replica, transfer.sources[0].offset);
+    return Source(transfer.sources[0]);
   }
   // Posts a send or receive of message `what` (an index into messages_).
   Status Post(bool send, void* data, std::int64_t count, int peer, int tag, std::int64_t what) {
@@ -323,7 +334,7 @@ class MpiTransport final : public Transport<T> {
       for (std::size_t k = 0; k < transfer.sources.size() && direct == nullptr; ++k) {
         const Place& s = transfer.sources[k];
         if (Owner(s.replica) == rank_) {
-          addends[t].push_back(Data(s.replica, s.offset));
+          addends[t].push_back(Source(s));
           continue;
         }
         if (staging_.size() <= staged) staging_.emplace_back();
@@ -359,7 +370,7 @@ class MpiTransport final : public Transport<T> {
       for (std::int64_t g = 0; g < segments(transfer.count); ++g)
         for (const Place& s : transfer.sources)
           if (Owner(s.replica) == rank_)
-            DTLAB_RETURN_IF_ERROR(Post(true, Data(s.replica, s.offset) + g * segment, length(transfer.count, g),
+            DTLAB_RETURN_IF_ERROR(Post(true, Source(s) + g * segment, length(transfer.count, g),
                                        Owner(transfer.combiner), tag,
                                        Note(s, s.replica, transfer.combiner, transfer.count)));
     }
@@ -430,6 +441,7 @@ class MpiTransport final : public Transport<T> {
   }
 
   std::span<const std::span<T>> local_;
+  std::span<const std::span<const T>> inputs_;
   std::int32_t replicas_, per_rank_, rank_;
   std::int64_t* phases_;
   double timeout_seconds_;
@@ -583,7 +595,8 @@ StatusOr<WorkerGroup::Received> MpiWorkerGroup::Receive(std::int32_t from, std::
 
 template <typename T>
 Status MpiWorkerGroup::RunSchedule(std::span<const std::span<T>> local, std::int32_t replicas, const std::string& name,
-                                   const CollectiveOptions& options, const std::function<void(Transport<T>&)>& emit) {
+                                   const CollectiveOptions& options, const std::function<void(Transport<T>&)>& emit,
+                                   std::span<const std::span<const T>> inputs) {
   const std::int64_t count = local.empty() ? 0 : static_cast<std::int64_t>(local[0].size());
   if (options.log != nullptr)
     options.log->Begin(name, options.step, replicas, count * static_cast<std::int64_t>(sizeof(T)));
@@ -606,7 +619,7 @@ Status MpiWorkerGroup::RunSchedule(std::span<const std::span<T>> local, std::int
   }
   ();
   MpiTransport<T> transport(local, replicas, rank_, &phases_, timeout_seconds_, options.log, options.step, name,
-                            staging, results);
+                            staging, results, inputs);
   emit(transport);
   if (options.log != nullptr) options.log->End();
   return transport.status();
@@ -624,11 +637,15 @@ Status MpiWorkerGroup::RunAllReduce(std::span<const std::span<T>> local, std::in
 
 Status MpiWorkerGroup::ReduceScatterSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
                                            std::span<const ElementRange> slices, OwnSlice own,
-                                           const CollectiveOptions& options) {
+                                           const CollectiveOptions& options,
+                                           std::span<const std::span<const std::int64_t>> inputs) {
   const std::int64_t count = local.empty() ? 0 : static_cast<std::int64_t>(local[0].size());
-  return RunSchedule<std::int64_t>(local, replicas, "reduce_scatter", options, [&](Transport<std::int64_t>& transport) {
-    ScheduleReduceScatterSlices(transport, static_cast<std::int32_t>(local.size()), count, slices, own);
-  });
+  return RunSchedule<std::int64_t>(
+      local, replicas, "reduce_scatter", options,
+      [&](Transport<std::int64_t>& transport) {
+        ScheduleReduceScatterSlices(transport, static_cast<std::int32_t>(local.size()), count, slices, own);
+      },
+      inputs);
 }
 
 Status MpiWorkerGroup::AllGatherSlices(std::span<const std::span<float>> local, std::int32_t replicas,

@@ -47,8 +47,8 @@ class MpiWorkerGroup final : public WorkerGroup {
   Status AllReduce(std::span<const std::span<std::int64_t>> local, std::int32_t replicas, ReduceOp op,
                    const CollectiveOptions& options) override;
   Status ReduceScatterSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
-                             std::span<const ElementRange> slices, OwnSlice own,
-                             const CollectiveOptions& options) override;
+                             std::span<const ElementRange> slices, OwnSlice own, const CollectiveOptions& options,
+                             std::span<const std::span<const std::int64_t>> inputs = {}) override;
   Status AllGatherSlices(std::span<const std::span<float>> local, std::int32_t replicas,
                          std::span<const ElementRange> slices, const CollectiveOptions& options) override;
   Status AllGatherSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
@@ -69,7 +69,8 @@ class MpiWorkerGroup final : public WorkerGroup {
   /// Runs `emit`'s schedule over the replicas of all ranks, recorded as `name`.
   template <typename T>
   Status RunSchedule(std::span<const std::span<T>> local, std::int32_t replicas, const std::string& name,
-                     const CollectiveOptions& options, const std::function<void(Transport<T>&)>& emit);
+                     const CollectiveOptions& options, const std::function<void(Transport<T>&)>& emit,
+                     std::span<const std::span<const T>> inputs = {});
 
   std::int32_t rank_ = 0, size_ = 1;
   double timeout_seconds_ = 60;

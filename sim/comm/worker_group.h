@@ -53,9 +53,13 @@ class WorkerGroup {
   /// ScheduleAllGatherSlices (sim/comm/collectives.h) over the `replicas` replicas of
   /// all workers, `slices` one per worker; in options.log as "reduce_scatter" and
   /// "all_gather". `own`: OwnSlice::kLeftOut only where each worker holds one replica.
+  /// The reduce-scatter runs in place, or, where `inputs` (one per local replica, the
+  /// size of `local`'s) is not empty, reads its addends from inputs and writes
+  /// only the sums into `local`.
   virtual Status ReduceScatterSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,
                                      std::span<const ElementRange> slices, OwnSlice own,
-                                     const CollectiveOptions& options) = 0;
+                                     const CollectiveOptions& options,
+                                     std::span<const std::span<const std::int64_t>> inputs = {}) = 0;
   virtual Status AllGatherSlices(std::span<const std::span<float>> local, std::int32_t replicas,
                                  std::span<const ElementRange> slices, const CollectiveOptions& options) = 0;
   virtual Status AllGatherSlices(std::span<const std::span<std::int64_t>> local, std::int32_t replicas,

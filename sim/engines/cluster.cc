@@ -887,6 +887,16 @@ Status Cluster::ReduceCompactly(std::int64_t step) {
           DTLAB_RETURN_IF_ERROR(group_->AllGatherSlices(buffers, config_.replicas, slices, options));
           return CollectiveStatus("all_gather", step);
         });
+    // Two ranks of one replica each send their encoded high words as they lie.
+    if (group_->size() == 2)
+      collectives.scattered.high_words = [&](std::span<const std::int64_t> input, std::span<std::int64_t> output,
+                                             std::span<const ElementRange> slices) -> Status {
+        const std::span<const std::int64_t> inputs[] = {input};
+        const std::span<std::int64_t> outputs[] = {output};
+        DTLAB_RETURN_IF_ERROR(
+            group_->ReduceScatterSlices(outputs, config_.replicas, slices, OwnSlice::kLeftOut, options, inputs));
+        return CollectiveStatus("reduce_scatter", step);
+      };
   }
   if (compacted_) {
     std::vector<const CompactGradient*> encoded;
