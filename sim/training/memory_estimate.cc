@@ -31,9 +31,11 @@ MemoryEstimate EstimateRunMemory(const RunMemoryInput& in) {
   // one: per replica the encoded gradient (CompactGradient: a 16-byte window per
   // value, a 2-byte bound and two 4-byte masks per block), round 2's fields to send
   // (a 7-byte field per value; on an MPI rank, an int64 per value of a piece of at
-  // most kCompactScatterPiece, reduce-scattered) and a float per block.
+  // most kCompactScatterPiece, reduce-scattered, and an int64 header per block) and a
+  // float per block.
   const bool compact_all_reduce = in.exact && in.compact && !in.central_storage && (in.replicas > 1 || in.mpi_rank);
-  const double field_bytes = in.mpi_rank ? 8.0 * std::min(p, static_cast<double>(kCompactScatterPiece)) : 7.0 * p;
+  const double field_bytes =
+      in.mpi_rank ? 8.0 * std::min(p, static_cast<double>(kCompactScatterPiece)) + 8.0 * p / kCompactBlock : 7.0 * p;
   const double compact_bytes = p * (16.0 + (2.0 + 4.0 + 4.0 + 4.0) / kCompactBlock) + field_bytes;
   // Cluster::CompactsGradients: exact replicas in waves, below the fold.
   const bool compacted = !folded && compact_all_reduce && in.compacts_in_waves;

@@ -66,6 +66,15 @@ StatusOr<PricedCollectives> PriceStepCollectives(const TrainConfig& config, std:
       // its floats all-gathered (ExactSumCollectives::Scattered), piece by piece: the
       // full pieces' pair priced once and counted for each, then the last piece's.
       const std::int32_t per = n / processes;
+      if (processes == 2 && per == 1) {
+        // Two ranks of one replica each send their high words (Scattered::high_words),
+        // the same bytes as the fields, and once a call each block's header.
+        const std::int64_t blocks = (parameter_values + kCompactBlock - 1) / kCompactBlock;
+        const std::vector<ElementRange> halves = {{0, blocks / 2}, {blocks / 2, blocks - blocks / 2}};
+        records.push_back(RecordSchedule("reduce_scatter", n, blocks, sizeof(std::int64_t), [&](ScheduleTransport& t) {
+          ScheduleReduceScatterSlices(t, per, blocks, halves);
+        }));
+      }
       repeats.resize(records.size(), 1);
       const std::int64_t full = parameter_values / kCompactScatterPiece, last = parameter_values % kCompactScatterPiece;
       for (const std::pair<std::int64_t, std::int64_t>& kind :

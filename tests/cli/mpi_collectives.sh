@@ -9,6 +9,6 @@ source "$(dirname "$0")/lib.bash"
   { echo "dtlab built without MPI: skipped"; exit 77; }
 for np in 2 3 4; do
   expect_exit 0 "np$np" -- mpirun --allow-run-as-root --oversubscribe -np $np "$MPI_COLLECTIVES_CHECK"
-  expect_contains "np$np" out "ok 336 cases on $np ranks"
+  expect_contains "np$np" out "ok 348 cases on $np ranks"
 done
 finish

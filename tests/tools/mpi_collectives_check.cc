@@ -100,28 +100,43 @@ bool Check(dtlab::MpiWorkerGroup& group, dtlab::AllReduceAlgorithm algorithm, in
 }
 
 // Slice `rank` of this rank's leader after ReduceScatterSlices, against the in-process
-// schedule over the same buffers.
-bool CheckSlices(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count, dtlab::OwnSlice own, unsigned seed) {
+// schedule over the same buffers: in place, or out of place (the addends read from
+// inputs, which stay as they were).
+bool CheckSlices(dtlab::MpiWorkerGroup& group, int per_rank, std::int64_t count, dtlab::OwnSlice own, unsigned seed,
+                 bool out_of_place = false) {
   const int replicas = group.size() * per_rank;
-  auto expected = Inputs<std::int64_t>(replicas, count, seed);
-  auto mine = Inputs<std::int64_t>(replicas, count, seed);
+  const auto inputs = Inputs<std::int64_t>(replicas, count, seed);
+  auto expected = out_of_place ? Inputs<std::int64_t>(replicas, count, seed + 1) : inputs;
+  auto mine = expected;
   const std::vector<dtlab::ElementRange> slices = EqualSlices(count, group.size());
   dtlab::CollectiveOptions options;
   options.replicas_per_worker = per_rank;
   std::vector<std::span<std::int64_t>> all(expected.begin(), expected.end());
-  dtlab::RunSchedule<std::int64_t>(all, "reduce_scatter", options, [&](dtlab::Transport<std::int64_t>& t) {
+  const std::vector<std::span<const std::int64_t>> all_inputs(inputs.begin(), inputs.end());
+  auto emit = [&](dtlab::Transport<std::int64_t>& t) {
     dtlab::ScheduleReduceScatterSlices(t, per_rank, count, slices, own);
-  });
-  if (!Succeeded(group.ReduceScatterSlices(LocalSpans(mine, group.rank(), per_rank), replicas, slices, own, options),
+  };
+  if (out_of_place)
+    dtlab::RunSchedule<std::int64_t>(all_inputs, all, "reduce_scatter", options, emit);
+  else
+    dtlab::RunSchedule<std::int64_t>(all, "reduce_scatter", options, emit);
+  const std::span<const std::span<const std::int64_t>> my_inputs =
+      out_of_place ? std::span(all_inputs)
+                         .subspan(static_cast<std::size_t>(group.rank() * per_rank), static_cast<std::size_t>(per_rank))
+                   : std::span<const std::span<const std::int64_t>>();
+  if (!Succeeded(group.ReduceScatterSlices(LocalSpans(mine, group.rank(), per_rank), replicas, slices, own, options,
+                                           my_inputs),
                  group.rank()))
     return false;
   const dtlab::ElementRange slice = slices[static_cast<std::size_t>(group.rank())];
   const auto leader = static_cast<std::size_t>(group.rank() * per_rank);
-  if (slice.count > 0 && std::memcmp(mine[leader].data() + slice.begin, expected[leader].data() + slice.begin,
-                                     sizeof(std::int64_t) * static_cast<std::size_t>(slice.count)) != 0) {
-    std::fprintf(stderr, "rank %d: reduce_scatter, %d per rank, %lld elements, own slice %s: differs from in-process\n",
+  if ((slice.count > 0 && std::memcmp(mine[leader].data() + slice.begin, expected[leader].data() + slice.begin,
+                                      sizeof(std::int64_t) * static_cast<std::size_t>(slice.count)) != 0) ||
+      inputs != Inputs<std::int64_t>(replicas, count, seed)) {
+    std::fprintf(stderr,
+                 "rank %d: reduce_scatter, %d per rank, %lld elements, own slice %s, %s: differs from in-process\n",
                  group.rank(), per_rank, static_cast<long long>(count),
-                 own == dtlab::OwnSlice::kSummed ? "summed" : "left out");
+                 own == dtlab::OwnSlice::kSummed ? "summed" : "left out", out_of_place ? "out of place" : "in place");
     return false;
   }
   return true;
@@ -174,6 +189,9 @@ int main(int argc, char** argv) {
       ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kSummed, seed++);
       ++cases;
       if (per_rank == 1) ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kLeftOut, seed++), ++cases;
+      // Out of place, as two ranks send their encoded high words (Scattered::high_words).
+      ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kSummed, seed++, true), ++cases;
+      if (per_rank == 1) ok &= CheckSlices(group, per_rank, count, dtlab::OwnSlice::kLeftOut, seed++, true), ++cases;
     }
   for (int per_rank = 1; per_rank <= 3; ++per_rank)
     for (const std::int64_t count : {0, 1, 1000, (1 << 20) + 333}) {

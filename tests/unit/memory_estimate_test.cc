@@ -254,18 +254,19 @@ TEST(MemoryEstimate, TheCompactAllReduceHoldsEncodedGradients) {
   EXPECT_DOUBLE_EQ(EstimateRunMemory(input).per_replica_bytes, plain.per_replica_bytes);
   // One replica on an MPI rank still sends (the cluster has the other ranks'): its
   // encoding, and its words in the wave's slot. Its fields are reduce-scattered an
-  // int64 each, not packed seven bytes to a value: 1000 bytes more here.
+  // int64 each, not packed seven bytes to a value, and each block's 8-byte header
+  // beside them: 1000 + 250 bytes more here.
   input.mpi_rank = true;
   input.compacts_in_waves = true;
   const MemoryEstimate one = EstimateRunMemory(input);
-  EXPECT_DOUBLE_EQ(one.per_replica_bytes, waves.per_replica_bytes + 1000);
+  EXPECT_DOUBLE_EQ(one.per_replica_bytes, waves.per_replica_bytes + 1000 + 250);
   // In pieces of kCompactScatterPiece values: past one, a piece's fields, not all.
   input.parameter_values = 3 * kCompactScatterPiece;
   const double big = EstimateRunMemory(input).per_replica_bytes;
   input.mpi_rank = false;
   input.replicas = 2;  // the same replica, in one process: every value's 7-byte field
-  EXPECT_DOUBLE_EQ(
-      big, EstimateRunMemory(input).per_replica_bytes - 7.0 * 3 * kCompactScatterPiece + 8.0 * kCompactScatterPiece);
+  EXPECT_DOUBLE_EQ(big, EstimateRunMemory(input).per_replica_bytes - 7.0 * 3 * kCompactScatterPiece +
+                            8.0 * kCompactScatterPiece + 8.0 * 3 * kCompactScatterPiece / kCompactBlock);
   input.mpi_rank = true;
   input.replicas = 1;
   input.parameter_values = 1000;
