@@ -406,6 +406,7 @@ class BlockFields {
     SetAbove(static_cast<int>(header >> 32));
   }
   bool high_only() const { return high_only_; }
+  bool zero() const { return zero_; }  // every field 0
   // What another worker needs to build this block's fields from its high words
   // (the constructor above): the low_set mask and the window's lsb above the high
   // word (a zero block: 0, with high words of zero); or kSentAsFields.
@@ -658,12 +659,15 @@ template <bool kReceived, bool kOwn, bool kOther>
 void DecideBlock(const BlockSums& sums, int lsb, std::int64_t size, int count_bits, float* out, char* undecided) {
   const WindowSumDecider decider(count_bits, lsb);
 #if defined(__AVX2__)
-  if (size == kCompactBlock && (!sums.own || sums.own->high_only())) {
-    const bool received = sums.received != nullptr, own = sums.own.has_value(), other = sums.other.has_value();
+  // (An own block of zeros adds nothing.)
+  if (size == kCompactBlock && (!sums.own || sums.own->high_only() || sums.own->zero())) {
+    const bool received = sums.received != nullptr, own = sums.own && !sums.own->zero(), other = sums.other.has_value();
     if (received && !other)
       return own ? DecideInVectors<true, true, false>(sums, decider, out, undecided)
                  : DecideInVectors<true, false, false>(sums, decider, out, undecided);
-    if (!received && own && other) return DecideInVectors<false, true, true>(sums, decider, out, undecided);
+    if (!received && other)
+      return own ? DecideInVectors<false, true, true>(sums, decider, out, undecided)
+                 : DecideInVectors<false, false, true>(sums, decider, out, undecided);
   }
 #endif
   std::array<std::int64_t, kCompactBlock> values;

@@ -660,6 +660,18 @@ TEST(CompactExact, AnEncodingAddsAsItsWords) {
   EXPECT_EQ(words, expected);
 }
 
+// Blocks that are zero on one replica only: on two workers, one sends high words of
+// zeros (its block's header says so) or decides beside its own zeros, in vectors.
+// Each block a third of the time zero on replica 0, a third on replica 1.
+TEST(CompactExact, BlocksZeroOnOneReplica) {
+  Terms terms = GradientTerms(2, 3 * kCompactScatterGrain + 100, 11);
+  for (std::size_t i = 0; i < terms[0].size(); ++i)
+    if (const std::size_t third = i / kCompactBlock % 3; third < 2) terms[third][i].clear();
+  const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
+  ASSERT_EQ(outcome.workers, 2);
+  ExpectSameBits(outcome, "blocks zero on one replica");
+}
+
 TEST(CompactExact, RandomValuesOfEveryMagnitude) {
   // Each value a sum of a few floats or products drawn over the whole exponent range,
   // with signs mixed so that replicas cancel one another.
