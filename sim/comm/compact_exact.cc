@@ -391,9 +391,11 @@ class BlockFields {
         low_set_(g.low_set[static_cast<std::size_t>(block)]) {
     const int bound = g.bound[static_cast<std::size_t>(block)];
     const int above = lsb - CompactGradient::Base(bound) - 64;
+    // A block of zeros has high words (and low_set) of zeros: shifted by nothing, they
+    // give its fields, 0, in vectors too.
     zero_ = bound == 0;
-    high_only_ = !zero_ && above >= 0 && g.deep[static_cast<std::size_t>(block)] == 0;
-    SetAbove(above);
+    high_only_ = zero_ || (above >= 0 && g.deep[static_cast<std::size_t>(block)] == 0);
+    SetAbove(zero_ ? 0 : above);
   }
   // Another worker's block, from its high words as they lie and its Header.
   // REQUIRES: the header is not kSentAsFields.
@@ -405,8 +407,8 @@ class BlockFields {
     assert(header != kSentAsFields);
     SetAbove(static_cast<int>(header >> 32));
   }
-  bool high_only() const { return high_only_; }
-  bool zero() const { return zero_; }  // every field 0
+  bool high_only() const { return high_only_; }  // (a zero block's too)
+  bool zero() const { return zero_; }            // every field 0
   // What another worker needs to build this block's fields from its high words
   // (the constructor above): the low_set mask and the window's lsb above the high
   // word (a zero block: 0, with high words of zero); or kSentAsFields.
@@ -660,7 +662,7 @@ void DecideBlock(const BlockSums& sums, int lsb, std::int64_t size, int count_bi
   const WindowSumDecider decider(count_bits, lsb);
 #if defined(__AVX2__)
   // (An own block of zeros adds nothing.)
-  if (size == kCompactBlock && (!sums.own || sums.own->high_only() || sums.own->zero())) {
+  if (size == kCompactBlock && (!sums.own || sums.own->high_only())) {
     const bool received = sums.received != nullptr, own = sums.own && !sums.own->zero(), other = sums.other.has_value();
     if (received && !other)
       return own ? DecideInVectors<true, true, false>(sums, decider, out, undecided)
