@@ -234,9 +234,10 @@ class WindowSumDecider {
     const __m512i n = _mm512_and_si512(s, _mm512_set1_epi64(count_mask_));
     const __mmask8 fraction = _mm512_test_epi64_mask(n, n);
     const __m512i one = _mm512_set1_epi64(1);
-    const __m512i q2 = _mm512_add_epi64(q, q), q_n = _mm512_add_epi64(q, n);
+    const __m512i q_n = _mm512_add_epi64(q, n);
+    const __m512i q2 = _mm512_add_epi64(q, q), qn2 = _mm512_add_epi64(q_n, q_n);
     const __m512i t1 = _mm512_mask_add_epi64(q2, fraction, q2, one);
-    const __m512i t2 = _mm512_mask_sub_epi64(_mm512_add_epi64(q_n, q_n), fraction, _mm512_add_epi64(q_n, q_n), one);
+    const __m512i t2 = _mm512_mask_sub_epi64(qn2, fraction, qn2, one);
     const __m256i low = _mm256_castps_si256(_mm512_cvtepi64_ps(t1));
     const __m256i high = _mm256_castps_si256(_mm512_cvtepi64_ps(t2));
     const __m256i magnitude = _mm256_and_si256(low, _mm256_set1_epi32(0x7fffffff));
@@ -577,7 +578,7 @@ void SortPairs(std::vector<std::int64_t>& pairs) {
 // blocks' fields are stored past the cache (non-temporal): another process reads
 // them next, by MPI's single copy, and an ordinary store to a line that process's
 // core read in the piece before waits for that core to give the line up (the
-// extraction of a 2-rank call took 3 to 7 ms instead of 1.3 in about half the runs,
+// extraction of a 2-rank call took 3 to 7 ms instead of 1.3 in many runs,
 // docs/performance.md). Fenced before returning, so they are written before the
 // collective sends them.
 void FirstWindowFields(const CompactGradient& g, const int* block_lsb, int count_bits, std::int64_t begin,
@@ -906,7 +907,8 @@ StatusOr<std::vector<std::int64_t>> ScatteredWindowRound(std::span<const Compact
       for (std::int64_t k = begin; k < end; k += kCompactBlock) {
         const std::int64_t i = piece + k;
         // The own high words 8 blocks ahead: the decision waited on memory for them
-        // (the deciding stage of a 2-rank call took 2.6-2.9 ms without, 2.3-2.4 with).
+        // (the deciding stage of a 2-rank call took 2.69-2.79 ms without, 2.33-2.50
+        // with; docs/performance.md).
         if (own_left_out && i + 9 * kCompactBlock <= g.values)
           for (int line = 0; line < 4; ++line)
             _mm_prefetch(reinterpret_cast<const char*>(g.window_high.data() + i + 8 * kCompactBlock) + 64 * line,
