@@ -236,8 +236,12 @@ class WindowSumDecider {
     const __m512i one = _mm512_set1_epi64(1);
     const __m512i q_n = _mm512_add_epi64(q, n);
     const __m512i q2 = _mm512_add_epi64(q, q), qn2 = _mm512_add_epi64(q_n, q_n);
-    const __m512i t1 = _mm512_mask_add_epi64(q2, fraction, q2, one);
-    const __m512i t2 = _mm512_mask_sub_epi64(qn2, fraction, qn2, one);
+    return DecidedEnds8(_mm512_mask_add_epi64(q2, fraction, q2, one), _mm512_mask_sub_epi64(qn2, fraction, qn2, one),
+                        fraction, out);
+  }
+  // The same from the ends' t1 = 2q + f and t2 = 2(q + n) - f, f = `fraction` (n !=
+  // 0). t1 = 0 exactly where the sum is 0 (2q + 1 is odd).
+  [[gnu::always_inline]] unsigned DecidedEnds8(__m512i t1, __m512i t2, __mmask8 fraction, float* out) const {
     const __m256i low = _mm256_castps_si256(_mm512_cvtepi64_ps(t1));
     const __m256i high = _mm256_castps_si256(_mm512_cvtepi64_ps(t2));
     const __m256i magnitude = _mm256_and_si256(low, _mm256_set1_epi32(0x7fffffff));
@@ -245,7 +249,7 @@ class WindowSumDecider {
         _mm256_mask_blend_epi32(fraction, _mm256_set1_epi32(exact_least_), _mm256_set1_epi32(fraction_least_));
     const __mmask8 normal = _mm256_cmpge_epu32_mask(magnitude, least) &
                             _mm256_cmplt_epu32_mask(magnitude, _mm256_set1_epi32(magnitude_past_));
-    const __mmask8 nonzero = _mm512_test_epi64_mask(s, s);
+    const __mmask8 nonzero = _mm512_test_epi64_mask(t1, t1);
     const __mmask8 same = _mm256_cmpeq_epi32_mask(low, high);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
                         _mm256_maskz_add_epi32(nonzero, low, _mm256_set1_epi32(exponent_bits_)));
@@ -449,12 +453,19 @@ class BlockFields {
 #if defined(__AVX512F__)
   // The fields of values k to k + 7 of a high_only block (Fields, eight at a time).
   [[gnu::always_inline]] __m512i Fields8(std::int64_t k) const {
+    const Parts8 parts = PartsOf8(k);
+    const __m512i sticky = _mm512_maskz_mov_epi64(parts.sticky, _mm512_set1_epi64(1));
+    return _mm512_add_epi64(_mm512_sll_epi64(parts.bits, _mm_cvtsi32_si128(count_bits_)), sticky);
+  }
+  // Their two parts: the bits from L up (the field >> count_bits), and the sticky bits.
+  struct Parts8 {
+    __m512i bits;
+    __mmask8 sticky;
+  };
+  [[gnu::always_inline]] Parts8 PartsOf8(std::int64_t k) const {
     const __m512i h = _mm512_loadu_si512(high_ + k);
-    const __m512i bits = _mm512_sra_epi64(h, _mm_cvtsi32_si128(shift_));
     const __mmask8 inexact = _mm512_test_epi64_mask(h, _mm512_set1_epi64(static_cast<long long>(below_)));
-    const __mmask8 low_set = static_cast<__mmask8>(low_set_ >> k);
-    const __m512i sticky = _mm512_maskz_mov_epi64(static_cast<__mmask8>(inexact | low_set), _mm512_set1_epi64(1));
-    return _mm512_add_epi64(_mm512_sll_epi64(bits, _mm_cvtsi32_si128(count_bits_)), sticky);
+    return {_mm512_sra_epi64(h, _mm_cvtsi32_si128(shift_)), static_cast<__mmask8>(inexact | low_set_ >> k)};
   }
 #endif
 
@@ -677,6 +688,70 @@ void DecideBlock(const BlockSums& sums, int lsb, std::int64_t size, int count_bi
   for (std::int64_t k = 0; k < size; ++k) values[static_cast<std::size_t>(k)] = sums.Sum(k);
   decider.DecideSums(values.data(), size, out, undecided);
 }
+
+// The decision's own high words, 8 blocks past value i: it waited on memory for
+// them (the deciding stage of a 2-rank call took 2.69-2.79 ms without, 2.33-2.50
+// with; docs/performance.md).
+[[gnu::always_inline]] inline void PrefetchAhead(const CompactGradient& g, std::int64_t i) {
+  if (i + 9 * kCompactBlock <= g.values)
+    for (int line = 0; line < 4; ++line)
+      _mm_prefetch(reinterpret_cast<const char*>(g.window_high.data() + i + 8 * kCompactBlock) + 64 * line,
+                   _MM_HINT_T0);
+}
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+// DecideBlock for a whole block whose two parts are both fields in high words (an
+// own block that is high_only, and another worker's from its high words): their
+// bits from L up are added into q, and their sticky bits into n, with no field
+// built (q and n are the sum's, as n <= 2 < 2^count_bits). The values the vectors leave
+// are decided one at a time, from their sums: the same bits as DecideBlock.
+[[gnu::always_inline]] inline void DecideHighWordsBlock(const BlockFields& own, const BlockFields& other, int lsb,
+                                                        int count_bits, float* out, char* undecided) {
+  const WindowSumDecider decider(count_bits, lsb);
+  std::uint32_t decided = 0;
+  for (int k = 0; k < kCompactBlock; k += 8) {
+    // n = the two sticky bits' sum: f = n != 0, and t2 = 2(q + n) - f is t1 + 2 where n = 2.
+    const BlockFields::Parts8 a = own.PartsOf8(k), b = other.PartsOf8(k);
+    const __m512i q = _mm512_add_epi64(a.bits, b.bits);
+    const __m512i q2 = _mm512_add_epi64(q, q);
+    const auto fraction = static_cast<__mmask8>(a.sticky | b.sticky);
+    const __m512i t1 = _mm512_mask_add_epi64(q2, fraction, q2, _mm512_set1_epi64(1));
+    const __m512i t2 = _mm512_mask_add_epi64(t1, a.sticky & b.sticky, t1, _mm512_set1_epi64(2));
+    decided |= decider.DecidedEnds8(t1, t2, fraction, out + k) << k;
+  }
+  std::memset(undecided, 0, kCompactBlock);
+  for (std::uint32_t left = ~decided; left != 0; left &= left - 1) {
+    const int k = std::countr_zero(left);
+    undecided[k] = decider.Undecided(own.Field(k) + other.Field(k), out[k]);
+  }
+}
+
+// The high-words path's decision for values [begin, end) of this worker's slice
+// (begin at a block; `other_high` and `headers` are the other worker's high words
+// and headers from there on): DecideHighWordsBlock where both parts lie in high
+// words, general(i) for the block at value i otherwise. A loop of its own, its
+// pointers in registers (within the slice's loop, whose captures are reloaded past
+// every store to the flags, a block took about 490 instructions).
+template <typename General>
+void DecideHighWords(const CompactGradient& g, const std::int64_t* other_high, const std::int64_t* headers,
+                     const int* block_lsb, int count_bits, std::int64_t begin, std::int64_t end, float* out,
+                     char* undecided, General general) {
+  for (std::int64_t i = begin; i < end; i += kCompactBlock) {
+    PrefetchAhead(g, i);
+    const std::int64_t block = i / kCompactBlock, header = headers[(i - begin) / kCompactBlock];
+    const int lsb = block_lsb[block];
+    if (end - i >= kCompactBlock && header != BlockFields::kSentAsFields) {
+      const BlockFields own(g, block, lsb, count_bits);
+      if (own.high_only()) {
+        DecideHighWordsBlock(own, BlockFields(other_high + (i - begin), header, count_bits), lsb, count_bits, out + i,
+                             undecided + i);
+        continue;
+      }
+    }
+    general(i);
+  }
+}
+#endif
 
 using Clock = std::chrono::steady_clock;
 
@@ -904,15 +979,21 @@ StatusOr<std::vector<std::int64_t>> ScatteredWindowRound(std::span<const Compact
     };
     tbb::parallel_for(std::int64_t{0}, (mine.count + kGrain - 1) / kGrain, [&](std::int64_t task) {
       const std::int64_t begin = mine.begin + task * kGrain, end = std::min(mine.begin + mine.count, begin + kGrain);
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+      if (high_words) {
+        const PieceBlocks::Slice slice = blocks.slices[static_cast<std::size_t>(2 * piece_index) + worker];
+        const std::int64_t first = slice.at - blocks.runs[worker].begin + (piece + begin) / kCompactBlock - slice.first;
+        return DecideHighWords(g, sums + begin, received.headers.data() + first, block_lsb, count_bits, piece + begin,
+                               piece + end, outputs[0].data(), undecided.data(), [&](std::int64_t i) {
+                                 DecideBlock(block_sums(i), block_lsb[i / kCompactBlock],
+                                             std::min(kCompactBlock, piece + end - i), count_bits,
+                                             outputs[0].data() + i, undecided.data() + i);
+                               });
+      }
+#endif
       for (std::int64_t k = begin; k < end; k += kCompactBlock) {
         const std::int64_t i = piece + k;
-        // The own high words 8 blocks ahead: the decision waited on memory for them
-        // (the deciding stage of a 2-rank call took 2.69-2.79 ms without, 2.33-2.50
-        // with; docs/performance.md).
-        if (own_left_out && i + 9 * kCompactBlock <= g.values)
-          for (int line = 0; line < 4; ++line)
-            _mm_prefetch(reinterpret_cast<const char*>(g.window_high.data() + i + 8 * kCompactBlock) + 64 * line,
-                         _MM_HINT_T0);
+        if (own_left_out) PrefetchAhead(g, i);
         DecideBlock(block_sums(i), block_lsb[i / kCompactBlock], std::min(kCompactBlock, end - k), count_bits,
                     outputs[0].data() + i, undecided.data() + i);
       }

@@ -672,6 +672,20 @@ TEST(CompactExact, BlocksZeroOnOneReplica) {
   ExpectSameBits(outcome, "blocks zero on one replica");
 }
 
+TEST(CompactExact, BlocksDeepOnOneReplica) {
+  // Per block, one replica (the first third: replica 0; the second: replica 1) holds a
+  // deep value, with bits 160 and more below its top: its own fields are not in its
+  // high words, while the other's are. Where two workers send their high words, each
+  // decides blocks of both kinds in its slice.
+  Terms terms = GradientTerms(2, 3 * kCompactScatterGrain + 100, 13);
+  for (std::size_t i = 0; i < terms[0].size(); i += kCompactBlock)
+    if (const std::size_t third = i / kCompactBlock % 3; third < 2 && !terms[third][i].empty())
+      terms[third][i].push_back(std::ldexp(terms[third][i][0], -160));
+  const Outcome outcome = RunBoth(terms, AllReduceAlgorithm::kRing);
+  ASSERT_EQ(outcome.workers, 2);
+  ExpectSameBits(outcome, "blocks deep on one replica");
+}
+
 TEST(CompactExact, RandomValuesOfEveryMagnitude) {
   // Each value a sum of a few floats or products drawn over the whole exponent range,
   // with signs mixed so that replicas cancel one another.
