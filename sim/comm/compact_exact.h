@@ -163,7 +163,7 @@ struct CompactExactStats {
   struct Seconds {
     double scales = 0.0;      // round 1: the block scales and their sum
     double windows = 0.0;     // the window lsbs, from the scales
-    double extraction = 0.0;  // every window round: the fields, packed (and whole values' words)
+    double extraction = 0.0;  // every window round: the fields, packed (and whole values' words); or the headers
     double sum = 0.0;         // every window round: the groups' all-reduce or reduce-scatter (and whole values')
     double decision = 0.0;    // every window round: unpacking the sums, deciding, finding the undecided
     double gather = 0.0;      // scattered: the floats' and the undecided values' all-gathers
