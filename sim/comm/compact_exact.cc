@@ -471,7 +471,9 @@ class BlockFields {
   [[gnu::always_inline]] Parts8 PartsOf8(std::int64_t k) const {
     const __m512i h = _mm512_loadu_si512(high_ + k);
     const __mmask8 inexact = _mm512_test_epi64_mask(h, _mm512_set1_epi64(static_cast<long long>(below_)));
-    return {_mm512_sra_epi64(h, _mm_cvtsi32_si128(shift_)), static_cast<__mmask8>(inexact | low_set_ >> k)};
+    // (All lanes kept by a mask: GCC 12 warns of the unmasked form's undefined source
+    // where this is inlined into compact_internal::DecideHighWordBlocks.)
+    return {_mm512_maskz_sra_epi64(0xff, h, _mm_cvtsi32_si128(shift_)), static_cast<__mmask8>(inexact | low_set_ >> k)};
   }
 #endif
 
@@ -1056,6 +1058,31 @@ void compact_internal::DecideWindowSums(std::span<const std::int64_t> sums, int 
   assert(out.size() == sums.size() && undecided.size() == sums.size() && lsb >= 0);
   WindowSumDecider(count_bits, lsb)
       .DecideSums(sums.data(), static_cast<std::int64_t>(sums.size()), out.data(), undecided.data());
+}
+
+std::vector<std::int64_t> compact_internal::HighWordFields(std::span<const std::int64_t> high, std::int64_t header,
+                                                           int count_bits) {
+  assert(high.size() == kCompactBlock);
+  const BlockFields fields(high.data(), header, count_bits);
+  std::vector<std::int64_t> out(kCompactBlock);
+  for (std::int64_t k = 0; k < kCompactBlock; ++k) out[static_cast<std::size_t>(k)] = fields.Field(k);
+  return out;
+}
+
+void compact_internal::DecideHighWordBlocks(std::span<const std::int64_t> own, std::int64_t own_header,
+                                            std::span<const std::int64_t> other, std::int64_t other_header,
+                                            int count_bits, int lsb, std::span<float> out, std::span<char> undecided) {
+  assert(own.size() == kCompactBlock && other.size() == kCompactBlock && out.size() == kCompactBlock &&
+         undecided.size() == kCompactBlock && count_bits >= 2);
+  const BlockFields a(own.data(), own_header, count_bits), b(other.data(), other_header, count_bits);
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+  DecideHighWordsBlock(a, b, lsb, count_bits, out.data(), undecided.data());
+#else
+  BlockSums sums;
+  sums.own.emplace(a);
+  sums.other.emplace(b);
+  DecideBlock(sums, lsb, kCompactBlock, count_bits, out.data(), undecided.data());
+#endif
 }
 
 // For s, a float sum (in any order) of `replicas` non-negative floats: a `top` with

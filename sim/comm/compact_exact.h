@@ -136,6 +136,18 @@ namespace compact_internal {
 /// scales), finite: a `top` with their exact sum below 2^top, the bound a window is
 /// sized from. ilogb(s) + 1 where the float sum's error bound allows it, else + 2.
 int ScaleSumTop(float s, std::int32_t replicas);
+/// Where two workers send their high words (Scattered::high_words): the fields of a
+/// block of kCompactBlock values from its high words and its header (a BlockFields
+/// header: low_set mask | the window lsb's height above the high word, at most 64,
+/// << 32; not kSentAsFields).
+std::vector<std::int64_t> HighWordFields(std::span<const std::int64_t> high, std::int64_t header, int count_bits);
+/// Round 2's decision of such a block from both workers' high words and headers, as
+/// the high-words path makes it (in registers, where the build has AVX-512): the
+/// same out and undecided as DecideWindowSums of the two HighWordFields' sums.
+/// REQUIRES: count_bits >= 2.
+void DecideHighWordBlocks(std::span<const std::int64_t> own, std::int64_t own_header,
+                          std::span<const std::int64_t> other, std::int64_t other_header, int count_bits, int lsb,
+                          std::span<float> out, std::span<char> undecided);
 /// Round 2's decision for values whose window lsb is `lsb`, from their field sums
 /// (Q 2^count_bits + K): out[k] = the correctly rounded sum where every sum in
 /// the value's interval rounds alike, with undecided[k] = 0; else undecided[k] = 1.

@@ -870,6 +870,63 @@ RC_GTEST_PROP(CompactExact, WindowSumsDecideWhereTheirIntervalsRoundAlike, ()) {
   RC_ASSERT(WindowSumsMismatch(sums, count_bits, lsb) == "");
 }
 
+// Where two workers send their high words, each part of a value is (its high word
+// >> shift) 2^b + its sticky bit (bits below the window in the high word, or its
+// low word's bit in low_set). A block of such parts, both workers', whose sums are
+// those of WindowSum (ties, powers of two, their neighbours), split at random
+// between the two; each part with its own window height: mostly a few bits into
+// the high word, sometimes 63 or 64 (then its bits are its sign). The high-words
+// decision (in registers, in the AVX-512 build) against DecideWindowSums of the
+// fields' sums: the same flags, and the same floats where decided.
+RC_GTEST_PROP(CompactExact, HighWordBlocksDecideAsTheirFieldsSums, ()) {
+  constexpr int kCountBits = 2;  // two workers of one replica each
+  const int edge = *rc::gen::inRange(0, 4);
+  const int lsb = edge == 0   ? *rc::gen::inRange(1, 435)
+                  : edge == 3 ? *rc::gen::inRange(0, 24)
+                              : std::max(0, (edge == 1 ? 172 : 426) - *rc::gen::inRange(0, 54));
+  std::array<std::vector<std::int64_t>, 2> high = {std::vector<std::int64_t>(kCompactBlock),
+                                                   std::vector<std::int64_t>(kCompactBlock)};
+  std::array<std::int64_t, 2> header{};
+  std::array<int, 2> above{};
+  for (int w = 0; w < 2; ++w) {
+    above[w] = *rc::gen::arbitrary<bool>() ? *rc::gen::inRange(0, 12) : *rc::gen::element(0, 1, 62, 63, 64);
+    // Nothing lies below the window at lsb 0 (DecideWindowSums' contract).
+    const auto low_set = lsb == 0 ? 0u : *rc::gen::arbitrary<std::uint32_t>();
+    header[w] = static_cast<std::int64_t>(low_set) | static_cast<std::int64_t>(above[w]) << 32;
+  }
+  for (std::int64_t k = 0; k < kCompactBlock; ++k) {
+    // The sum's quotient Q, split into the two parts' quotients, each in [-limit,
+    // limit): a field's 52 bits, or what its shift leaves of the high word's 63.
+    const std::int64_t q = *WindowSum(kCountBits, 0) >> kCountBits;
+    auto limit = [](int a) { return a >= 62 ? std::int64_t{1} : std::int64_t{1} << std::min(52, 62 - a); };
+    const std::int64_t limit0 = limit(above[0]), limit1 = limit(above[1]);
+    std::array<std::int64_t, 2> part{};
+    part[0] = std::clamp(*rc::gen::inRange<std::int64_t>(-limit0, limit0), q - limit1 + 1, q + limit1);
+    part[1] = q - part[0];
+    RC_PRE(part[0] >= -limit0 && part[0] < limit0 && part[1] >= -limit1 && part[1] < limit1);
+    for (int w = 0; w < 2; ++w) {
+      const int shift = std::min(above[w], 63);
+      const std::uint64_t below = shift == 0 ? 0 : (std::uint64_t{1} << shift) - 1;
+      const std::uint64_t low =
+          lsb == 0 || *rc::gen::arbitrary<bool>() ? 0 : *rc::gen::arbitrary<std::uint64_t>() & below;
+      high[static_cast<std::size_t>(w)][static_cast<std::size_t>(k)] =
+          static_cast<std::int64_t>(static_cast<std::uint64_t>(part[w]) << shift | low);
+    }
+  }
+  std::vector<std::int64_t> sums = compact_internal::HighWordFields(high[0], header[0], kCountBits);
+  const std::vector<std::int64_t> other = compact_internal::HighWordFields(high[1], header[1], kCountBits);
+  for (std::size_t k = 0; k < sums.size(); ++k) sums[k] += other[k];
+  std::vector<float> expected(kCompactBlock, -1.0f), out(kCompactBlock, -2.0f);
+  std::vector<char> expected_undecided(kCompactBlock, 2), undecided(kCompactBlock, 3);
+  compact_internal::DecideWindowSums(sums, kCountBits, lsb, expected, expected_undecided);
+  compact_internal::DecideHighWordBlocks(high[0], header[0], high[1], header[1], kCountBits, lsb, out, undecided);
+  for (std::size_t k = 0; k < sums.size(); ++k) {
+    RC_ASSERT(int{undecided[k]} == int{expected_undecided[k]});
+    if (expected_undecided[k] == 0)
+      RC_ASSERT(std::bit_cast<std::uint32_t>(out[k]) == std::bit_cast<std::uint32_t>(expected[k]));
+  }
+}
+
 // The ends a double holds only rounded (2^53 and past), where that rounding lands on
 // a float's midpoint: q = 2^53 + k 2^30 + 2^29 (24 kept bits, then a tie), k even,
 // with a fraction (t = 2q + 1), and the tie's neighbour q + 1 without (t = 2q + 2,
