@@ -223,6 +223,42 @@ void BM_DecideWindowSums(benchmark::State& state) {
 }
 BENCHMARK(BM_DecideWindowSums)->Arg(kCompactBlock)->Arg(1 << 20)->ArgName("values_per_call");
 
+// The same decision where two ranks send their high words (Scattered::high_words),
+// a block at a time from both parts' high words and headers, no field built
+// (compact_internal::DecideHighWordBlocks): 2^20 values, each part's |Q| of 2^29 to
+// 2^50 with 10 bits below its window (nearly always a sticky bit), one header a
+// part per block. Counter: ns per value.
+void BM_DecideHighWordBlocks(benchmark::State& state) {
+  constexpr std::int64_t kValues = std::int64_t{1} << 20;
+  constexpr int kCountBits = 2, kAbove = 10;
+  std::vector<std::int64_t> own(kValues), other(kValues), headers(2 * kValues / kCompactBlock);
+  std::uint64_t x = 88172645463325252ull;  // xorshift64
+  auto next = [&x] { return x ^= x << 13, x ^= x >> 7, x ^= x << 17; };
+  for (std::vector<std::int64_t>* high : {&own, &other})
+    for (std::int64_t& h : *high) {
+      const std::uint64_t r = next();
+      const auto q = static_cast<std::int64_t>(r >> (13 + r % 22)) * ((r & 1) != 0 ? -1 : 1);
+      h = static_cast<std::int64_t>(static_cast<std::uint64_t>(q) << kAbove | (next() & ((1u << kAbove) - 1)));
+    }
+  for (std::int64_t& header : headers)
+    header = static_cast<std::int64_t>(next() & next() & 0xffffffff) | std::int64_t{kAbove} << 32;
+  std::vector<float> out(kValues);
+  std::vector<char> undecided(kValues);
+  for (auto _ : state) {
+    for (std::int64_t first = 0; first < kValues; first += kCompactBlock) {
+      const auto at = static_cast<std::size_t>(first), block = static_cast<std::size_t>(first / kCompactBlock);
+      compact_internal::DecideHighWordBlocks(
+          std::span<const std::int64_t>(own).subspan(at, kCompactBlock), headers[2 * block],
+          std::span<const std::int64_t>(other).subspan(at, kCompactBlock), headers[2 * block + 1], kCountBits, 200,
+          std::span<float>(out).subspan(at, kCompactBlock), std::span<char>(undecided).subspan(at, kCompactBlock));
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["ns_per_value"] = benchmark::Counter(
+      static_cast<double>(kValues) * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_DecideHighWordBlocks);
+
 // Args: replicas, threads.
 BENCHMARK(BM_Float)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();
 BENCHMARK(BM_Words)->ArgsProduct({{2, 8, 64}, {2}})->ArgNames({"replicas", "threads"})->UseRealTime();

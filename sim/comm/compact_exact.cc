@@ -265,8 +265,13 @@ class WindowSumDecider {
     const __m256i no_fraction = _mm256_cmpeq_epi64(n, _mm256_setzero_si256());
     const __m256i f = _mm256_add_epi64(no_fraction, one);
     const __m256i q_n = _mm256_add_epi64(q, n);
-    const __m256d d1 = ToDoubles(_mm256_add_epi64(_mm256_add_epi64(q, q), f));
-    const __m256d d2 = ToDoubles(_mm256_sub_epi64(_mm256_add_epi64(q_n, q_n), f));
+    return DecidedEnds4(_mm256_add_epi64(_mm256_add_epi64(q, q), f), _mm256_sub_epi64(_mm256_add_epi64(q_n, q_n), f),
+                        no_fraction, out);
+  }
+  // The same from the ends t1 = 2q + f and t2 = 2(q + n) - f, and where n = 0 (-1
+  // in those lanes, else 0).
+  [[gnu::always_inline]] int DecidedEnds4(__m256i t1, __m256i t2, __m256i no_fraction, float* out) const {
+    const __m256d d1 = ToDoubles(t1), d2 = ToDoubles(t2);
     const __m256d units = _mm256_set1_pd(unit_);
     const __m128 low = _mm256_cvtpd_ps(_mm256_mul_pd(d1, units));
     const __m128 high = _mm256_cvtpd_ps(_mm256_mul_pd(d2, units));
@@ -443,8 +448,15 @@ class BlockFields {
 #if defined(__AVX2__)
   // The fields of values k to k + 3 of a high_only block.
   [[gnu::always_inline]] __m256i Fields(std::int64_t k) const {
+    const Parts4 parts = PartsOf4(k);
+    return _mm256_add_epi64(_mm256_sll_epi64(parts.bits, _mm_cvtsi32_si128(count_bits_)), parts.sticky);
+  }
+  // Their two parts: the bits from L up, and the sticky bits (0 or 1 a lane).
+  struct Parts4 {
+    __m256i bits, sticky;
+  };
+  [[gnu::always_inline]] Parts4 PartsOf4(std::int64_t k) const {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high_ + k));
-    const __m256i bits = ShiftRightArithmetic(h, _mm_cvtsi32_si128(shift_));
     // 0 where the high word has bits below L, else -1; so the sticky bit is that
     // plus one, or the value's bit in low_set.
     const __m256i one = _mm256_set1_epi64x(1);
@@ -452,8 +464,7 @@ class BlockFields {
                                              _mm256_setzero_si256());
     const __m256i low_bit = _mm256_and_si256(
         _mm256_srlv_epi64(_mm256_set1_epi64x(low_set_), _mm256_setr_epi64x(k, k + 1, k + 2, k + 3)), one);
-    const __m256i sticky = _mm256_or_si256(_mm256_add_epi64(exact, one), low_bit);
-    return _mm256_add_epi64(_mm256_sll_epi64(bits, _mm_cvtsi32_si128(count_bits_)), sticky);
+    return {ShiftRightArithmetic(h, _mm_cvtsi32_si128(shift_)), _mm256_or_si256(_mm256_add_epi64(exact, one), low_bit)};
   }
 #endif
 #if defined(__AVX512F__)
@@ -712,7 +723,7 @@ void DecideBlock(const BlockSums& sums, int lsb, std::int64_t size, int count_bi
                    _MM_HINT_T0);
 }
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#if defined(__AVX2__)
 // The values of a block in mask `left`, one at a time (out of line: the common case
 // leaves none).
 [[gnu::noinline]] void DecideLeft(const BlockFields& own, const BlockFields& other, int lsb, int count_bits,
@@ -725,7 +736,8 @@ void DecideBlock(const BlockSums& sums, int lsb, std::int64_t size, int count_bi
 }
 
 // DecideBlock for a whole block whose two parts are both fields in high words (an
-// own block that is high_only, and another worker's from its high words): their
+// own block that is high_only, and another worker's from its high words), in
+// vectors of eight (AVX-512) or four (AVX2): their
 // bits from L up are added into q, and their sticky bits into n, with no field
 // built (q and n are the sum's, as n <= 2 < 2^count_bits). The values the vectors leave
 // are decided one at a time, from their sums: the same bits as DecideBlock.
@@ -733,8 +745,9 @@ void DecideBlock(const BlockSums& sums, int lsb, std::int64_t size, int count_bi
                                                         int count_bits, float* out, char* undecided) {
   const WindowSumDecider decider(count_bits, lsb);
   std::uint32_t decided = 0;
+  // n = the two sticky bits' sum: f = n != 0, and t2 = 2(q + n) - f is t1 + 2 where n = 2.
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
   for (int k = 0; k < kCompactBlock; k += 8) {
-    // n = the two sticky bits' sum: f = n != 0, and t2 = 2(q + n) - f is t1 + 2 where n = 2.
     const BlockFields::Parts8 a = own.PartsOf8(k), b = other.PartsOf8(k);
     const __m512i q = _mm512_add_epi64(a.bits, b.bits);
     const __m512i q2 = _mm512_add_epi64(q, q);
@@ -743,6 +756,18 @@ void DecideBlock(const BlockSums& sums, int lsb, std::int64_t size, int count_bi
     const __m512i t2 = _mm512_mask_add_epi64(t1, a.sticky & b.sticky, t1, _mm512_set1_epi64(2));
     decided |= decider.DecidedEnds8(t1, t2, fraction, out + k) << k;
   }
+#else
+  for (int k = 0; k < kCompactBlock; k += 4) {
+    const BlockFields::Parts4 a = own.PartsOf4(k), b = other.PartsOf4(k);
+    const __m256i q = _mm256_add_epi64(a.bits, b.bits);
+    const __m256i f = _mm256_or_si256(a.sticky, b.sticky);
+    const __m256i t1 = _mm256_add_epi64(_mm256_add_epi64(q, q), f);
+    const __m256i both = _mm256_and_si256(a.sticky, b.sticky);
+    const __m256i t2 = _mm256_add_epi64(t1, _mm256_add_epi64(both, both));
+    const __m256i no_fraction = _mm256_cmpeq_epi64(f, _mm256_setzero_si256());
+    decided |= static_cast<std::uint32_t>(decider.DecidedEnds4(t1, t2, no_fraction, out + k)) << k;
+  }
+#endif
   std::memset(undecided, 0, kCompactBlock);
   if (decided != ~std::uint32_t{0}) [[unlikely]]
     DecideLeft(own, other, lsb, count_bits, ~decided, out, undecided);
@@ -1016,7 +1041,7 @@ StatusOr<std::vector<std::int64_t>> ScatteredWindowRound(std::span<const Compact
     };
     tbb::parallel_for(std::int64_t{0}, (mine.count + kGrain - 1) / kGrain, [&](std::int64_t task) {
       const std::int64_t begin = mine.begin + task * kGrain, end = std::min(mine.begin + mine.count, begin + kGrain);
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#if defined(__AVX2__)
       if (high_words) {
         const PieceBlocks::Slice slice = blocks.slices[static_cast<std::size_t>(2 * piece_index) + worker];
         const std::int64_t first = slice.at - blocks.runs[worker].begin + (piece + begin) / kCompactBlock - slice.first;
@@ -1075,7 +1100,7 @@ void compact_internal::DecideHighWordBlocks(std::span<const std::int64_t> own, s
   assert(own.size() == kCompactBlock && other.size() == kCompactBlock && out.size() == kCompactBlock &&
          undecided.size() == kCompactBlock && count_bits >= 2);
   const BlockFields a(own.data(), own_header, count_bits), b(other.data(), other_header, count_bits);
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#if defined(__AVX2__)
   DecideHighWordsBlock(a, b, lsb, count_bits, out.data(), undecided.data());
 #else
   BlockSums sums;

@@ -142,7 +142,7 @@ int ScaleSumTop(float s, std::int32_t replicas);
 /// << 32; not kSentAsFields).
 std::vector<std::int64_t> HighWordFields(std::span<const std::int64_t> high, std::int64_t header, int count_bits);
 /// Round 2's decision of such a block from both workers' high words and headers, as
-/// the high-words path makes it (in registers, where the build has AVX-512): the
+/// the high-words path makes it (in registers, where the build has AVX2): the
 /// same out and undecided as DecideWindowSums of the two HighWordFields' sums.
 /// REQUIRES: count_bits >= 2.
 void DecideHighWordBlocks(std::span<const std::int64_t> own, std::int64_t own_header,
