@@ -667,45 +667,38 @@ struct BlockSums {
   }
 };
 
-// DecideBlock's vectors, for the parts of `sums` present (kReceived, kOwn, kOther):
-// each part's test made once a block, not once a vector.
-template <bool kReceived, bool kOwn, bool kOther>
+// DecideBlock's vectors: the received sums, plus the own fields where kOwn (the
+// test made once a block, not once a vector).
+template <bool kOwn>
 [[gnu::always_inline]] inline void DecideInVectors(const BlockSums& sums, const WindowSumDecider& decider, float* out,
                                                    char* undecided) {
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
   for (std::int64_t k = 0; k < kCompactBlock; k += 8) {
-    __m512i s = kReceived ? _mm512_loadu_si512(sums.received + k) : _mm512_setzero_si512();
+    __m512i s = _mm512_loadu_si512(sums.received + k);
     if constexpr (kOwn) s = _mm512_add_epi64(s, sums.own->Fields8(k));
-    if constexpr (kOther) s = _mm512_add_epi64(s, sums.other->Fields8(k));
     decider.Finish<8>(s, decider.Decided8(s, out + k), out + k, undecided + k);
   }
 #elif defined(__AVX2__)
   for (std::int64_t k = 0; k < kCompactBlock; k += 4) {
-    __m256i s =
-        kReceived ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums.received + k)) : _mm256_setzero_si256();
+    __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums.received + k));
     if constexpr (kOwn) s = _mm256_add_epi64(s, sums.own->Fields(k));
-    if constexpr (kOther) s = _mm256_add_epi64(s, sums.other->Fields(k));
     decider.Finish<4>(s, static_cast<unsigned>(decider.Decided4(s, out + k)), out + k, undecided + k);
   }
 #endif
 }
 
 // Decides the `size` values of a block whose window lsb is `lsb` from their sums:
-// in registers, a vector at a time, where the block is whole and its fields lie in
-// the high words (another worker's block always does).
+// in registers, a vector at a time, where the block is whole, its sums were
+// received and its own fields (if any) lie in the high words. (A block with
+// another worker's high words is decided in vectors by DecideHighWordsBlock; it
+// comes here only where it is short or its own fields are not in the high words.)
 void DecideBlock(const BlockSums& sums, int lsb, std::int64_t size, int count_bits, float* out, char* undecided) {
   const WindowSumDecider decider(count_bits, lsb);
 #if defined(__AVX2__)
   // (An own block of zeros adds nothing.)
-  if (size == kCompactBlock && (!sums.own || sums.own->high_only())) {
-    const bool received = sums.received != nullptr, own = sums.own && !sums.own->zero(), other = sums.other.has_value();
-    if (received && !other)
-      return own ? DecideInVectors<true, true, false>(sums, decider, out, undecided)
-                 : DecideInVectors<true, false, false>(sums, decider, out, undecided);
-    if (!received && other)
-      return own ? DecideInVectors<false, true, true>(sums, decider, out, undecided)
-                 : DecideInVectors<false, false, true>(sums, decider, out, undecided);
-  }
+  if (size == kCompactBlock && sums.received != nullptr && !sums.other && (!sums.own || sums.own->high_only()))
+    return sums.own && !sums.own->zero() ? DecideInVectors<true>(sums, decider, out, undecided)
+                                         : DecideInVectors<false>(sums, decider, out, undecided);
 #endif
   std::array<std::int64_t, kCompactBlock> values;
   for (std::int64_t k = 0; k < size; ++k) values[static_cast<std::size_t>(k)] = sums.Sum(k);
@@ -887,10 +880,10 @@ StatusOr<ReceivedHeaders> ExchangeHeaders(const CompactGradient& g, const PieceB
   fields.clear();
   // The other worker's blocks, piece by piece, in order.
   std::int64_t sent_blocks = 0;
+  const std::int16_t* bound = g.bound.data();
+  const std::uint32_t *deep = g.deep.data(), *low_set = g.low_set.data();
   for (std::size_t k = other; k < blocks.slices.size(); k += 2) {
     const PieceBlocks::Slice slice = blocks.slices[k];
-    const std::int16_t* bound = g.bound.data();
-    const std::uint32_t *deep = g.deep.data(), *low_set = g.low_set.data();
     std::int64_t* at = headers.data() + slice.at;  // block slice.first's
     bool some_sent = false;
     for (std::int64_t block = slice.first; block < slice.end; ++block) {

@@ -876,8 +876,9 @@ RC_GTEST_PROP(CompactExact, WindowSumsDecideWhereTheirIntervalsRoundAlike, ()) {
 // those of WindowSum (ties, powers of two, their neighbours), split at random
 // between the two; each part with its own window height: mostly a few bits into
 // the high word, sometimes 63 or 64 (then its bits are its sign). The high-words
-// decision (in registers, in the AVX-512 build) against DecideWindowSums of the
-// fields' sums: the same flags, and the same floats where decided.
+// decision (in registers: vectors of eight in the AVX-512 build, four in the AVX2
+// one) against DecideWindowSums of the fields' sums: the same flags, and the same
+// floats where decided.
 RC_GTEST_PROP(CompactExact, HighWordBlocksDecideAsTheirFieldsSums, ()) {
   constexpr int kCountBits = 2;  // two workers of one replica each
   const int edge = *rc::gen::inRange(0, 4);
